@@ -1,0 +1,43 @@
+"""liftpy: a Lift-style functional array language compiled to specialised OpenCL kernels.
+
+The route of a program through the compiler, one module per stage:
+parse (:mod:`liftpy.syntax`, :mod:`liftpy.elaborate`) -> type (:mod:`liftpy.typecheck`) -> meaning
+(:mod:`liftpy.interpreter`) -> printing (:mod:`liftpy.pretty`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import InputError, LiftError, Span
+from .interpreter import evaluate
+from .ir import Program
+from .pretty import pretty
+from .typecheck import TypedProgram, typecheck
+
+__version__ = "0.1.0"
+
+
+def parse(text: str, filename: str = "<string>") -> Program:
+    """Parse and elaborate liftpy source text into a program (raises LiftError with file:line:col)."""
+    from .elaborate import elaborate
+    from .syntax import parse_file_syntax
+
+    return elaborate(parse_file_syntax(text, filename))
+
+
+def load(path: str | Path) -> Program:
+    """Read a .lift file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", Span(str(path), 0, 0)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a .lift file", Span(str(path), 0, 0)) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start})", Span(str(path), 0, 0)) from None
+    return parse(text, str(path))
+
+
+__all__ = ["parse", "load", "typecheck", "evaluate", "pretty", "Program", "TypedProgram", "LiftError", "__version__"]

@@ -1,0 +1,170 @@
+"""The ``liftpy`` command line.
+
+Every user mistake ends as one ``file:line:col: error: message`` line (with the source line and a caret when
+there is one) and exit status 1; a Python traceback means a bug in liftpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .errors import InputError, LiftError
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def parse_sizes(items: Sequence[str] | None) -> dict[str, object]:
+    """``--size n=8 --size padSize=1,1,0,0`` -> {"n": 8, "padSize": (1, 1, 0, 0)}."""
+    sizes: dict[str, object] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"--size expects NAME=VALUE, got {item!r}")
+        try:
+            values = tuple(int(v) for v in value.split(","))
+        except ValueError:
+            raise InputError(f"--size {name}: expected an integer (or integers separated by commas), got {value!r}") from None
+        sizes[name.strip()] = values[0] if len(values) == 1 else values
+    return sizes
+
+
+def load_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
+    """``--input x=x.npy`` -> {"x": array}."""
+    inputs = {}
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"--input expects NAME=FILE.npy, got {item!r}")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file (for input {name})") from None
+        except (ValueError, OSError) as e:
+            raise InputError(f"{path}: not a .npy file ({e})") from None
+    return inputs
+
+
+# ------------------------------------------------------------------------------------------------ commands
+def cmd_check(args) -> int:
+    from . import load
+    from .typecheck import typecheck
+
+    program = load(args.file)
+    typed = typecheck(program, parse_sizes(args.size))
+    if program.tuning_params:
+        print(f"tuning parameters: {', '.join(program.tuning_params)}")
+    for fun in typed.program.functions:
+        print(f"{fun.name} : {typed.function_types[fun.name]}")
+        for name, value in typed.result_bindings.get(fun.name, {}).items():
+            print(f"  where {name} = {value}")
+    if typed.constraints:
+        print("requires:")
+        for c in typed.constraints:
+            print(f"  {c.text:40}  ({c.reason}; {c.span})")
+    return 0
+
+
+def cmd_print(args) -> int:
+    from . import load, pretty
+
+    print(pretty(load(args.file)), end="")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from . import evaluate, load
+
+    program = load(args.file)
+    inputs = load_inputs(args.input)
+    fun = program.function(args.function)
+    if args.random is not None:
+        inputs = _random_inputs(program, fun, inputs, parse_sizes(args.size), args.random)
+    result = evaluate(program, inputs, parse_sizes(args.size), function=args.function)
+    if isinstance(result, tuple):
+        raise InputError("the result is a tuple; liftpy eval writes single arrays (use the Python API)")
+    if args.output:
+        np.save(args.output, result)
+        print(f"wrote {args.output}: shape {result.shape}, {result.dtype}")
+    else:
+        with np.printoptions(precision=4, threshold=200, edgeitems=3, suppress=True):
+            print(f"shape {result.shape}, {result.dtype}")
+            print(result)
+    return 0
+
+
+def _random_inputs(program, fun, given, sizes, seed):
+    """Random inputs for the parameters not given, their shapes from the types and the --size values."""
+    from .typecheck import specialize
+
+    rng = np.random.default_rng(seed)
+    concrete = specialize(program, sizes).function(fun.name)
+    inputs = dict(given)
+    for p in concrete.data_params:
+        if p.name in inputs:
+            continue
+        dims = []
+        t = p.type
+        from .types import ArrayType, VectorType
+
+        while isinstance(t, ArrayType):
+            dims.append(t.size)
+            t = t.elem
+        if isinstance(t, VectorType):
+            dims.append(t.width)
+        shape = []
+        for d in dims:
+            if d.as_int() is None:
+                raise InputError(f"give --size values for {', '.join(sorted(d.var_names()))} to make a random {p.name}")
+            shape.append(d.as_int())
+        inputs[p.name] = rng.standard_normal(shape).astype(np.float32)
+    return inputs
+
+
+# ------------------------------------------------------------------------------------------------ main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_: str, fn):
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.set_defaults(fn=fn)
+        return p
+
+    p = add("check", "parse and type-check a .lift file; print each function's type", cmd_check)
+    p.add_argument("file")
+    p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
+
+    p = add("print", "print a .lift file back after parsing (macros expanded)", cmd_print)
+    p.add_argument("file")
+
+    p = add("eval", "evaluate a program with the reference interpreter", cmd_eval)
+    p.add_argument("file")
+    p.add_argument("--function", help="the function to run (default: the last one in the file)")
+    p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (repeatable)")
+    p.add_argument("--random", type=int, metavar="SEED", help="make random inputs for those not given")
+    p.add_argument("-o", "--output", help="write the result to this .npy file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except LiftError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

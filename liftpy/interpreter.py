@@ -1,0 +1,226 @@
+"""The interpreter: the meaning of every program, high- or low-level, computed with numpy.
+
+It is the semantic ground truth that generated kernels and rewrites are checked against. Low-level forms mean
+the same as their high-level counterparts (``mapGlb`` is ``map``, ``toPrivate(f)`` is ``f``). Values are
+batched (see :mod:`liftpy.values`): the body of a ``map`` is evaluated once for all elements, so the
+interpreter's cost is a Python step per *node* and per *reduction step*, not per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from .errors import InputError, SizeError
+from .ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, Program, PTuple, PVar, ScalarOp, Tuple, UserFun, Var
+from .primitives import PRIMITIVES, evaluate_scalar_op
+from .typecheck import TypedProgram, size_bindings, typecheck
+from .types import ArrayType, ScalarType, TupleType, Type, VectorType
+from .values import DTYPES, Value, align, constant, first_leaf
+
+
+@dataclass(frozen=True)
+class Env:
+    """Variables in scope (each with the map depth it was computed at) and the current batch shape."""
+
+    variables: Mapping[str, tuple[Value, int]] = field(default_factory=dict)
+    batch: tuple[int, ...] = ()
+
+    @property
+    def depth(self) -> int:
+        return len(self.batch)
+
+    def bind(self, pattern: Pattern, value: Value) -> "Env":
+        new = dict(self.variables)
+
+        def go(p: Pattern, v: Value):
+            if isinstance(p, PVar):
+                new[p.name] = (v, self.depth)
+            else:
+                for sub, sub_v in zip(p.elems, v):
+                    go(sub, sub_v)
+
+        go(pattern, value)
+        return Env(new, self.batch)
+
+    def lookup(self, name: str) -> Value:
+        value, depth = self.variables[name]
+        return align(value, depth, self.batch)
+
+    def enter(self, n: int) -> "Env":
+        return Env(self.variables, self.batch + (n,))
+
+
+class Interpreter:
+    """Evaluates typed nodes. Primitives evaluate themselves (:mod:`liftpy.primitives`) using ``eval``,
+    ``call``, ``map`` and ``fold`` from here."""
+
+    def eval(self, node: Node, env: Env) -> Value:
+        if isinstance(node, Var):
+            return env.lookup(node.name)
+        if isinstance(node, Literal):
+            return constant(node.value, node.type, env.batch)
+        if isinstance(node, Tuple):
+            return tuple(self.eval(e, env) for e in node.elems)
+        if isinstance(node, Prim):
+            return PRIMITIVES[node.name].evaluate(self, node, env)
+        if isinstance(node, ScalarOp):
+            return evaluate_scalar_op(self, node, env)
+        if isinstance(node, Let):
+            return self.eval(node.body, env.bind(node.pattern, self.eval(node.value, env)))
+        if isinstance(node, Apply):
+            return self.call(node.fun, self.eval(node.arg, env), env)
+        raise TypeError(f"cannot evaluate {node!r}")  # pragma: no cover - the type checker rules this out
+
+    def call(self, fun: Node, arg: Value, env: Env) -> Value:
+        """Apply a function node to a value computed at the current depth."""
+        if isinstance(fun, Lambda):
+            return self.eval(fun.body, env.bind(fun.param, arg))
+        if isinstance(fun, UserFun):
+            inner = Env({}, env.batch).bind(fun.param, arg)
+            return self.eval(fun.body, inner)
+        raise TypeError(f"cannot call {fun!r}")  # pragma: no cover
+
+    def map(self, fun: Node, xs: Value, env: Env) -> Value:
+        """Apply ``fun`` to every element of ``xs`` at once: the array axis becomes a batch axis."""
+        n = first_leaf(xs).shape[env.depth]
+        inner = env.enter(n)
+        result = self.call(fun, xs, inner)
+        return _broadcast(result, inner.batch)
+
+    def fold(self, fun: Node, init: Value, xs: Value, env: Env) -> Value:
+        """Sequential left fold of ``fun`` over the array axis of ``xs``, as reduceSeq does."""
+        axis = env.depth
+        n = first_leaf(xs).shape[axis]
+        acc = init
+        for i in range(n):
+            elem = _take(xs, i, axis)
+            acc = self.call(fun, (acc, elem), env)
+        return acc
+
+
+def _take(value: Value, i: int, axis: int) -> Value:
+    if isinstance(value, tuple):
+        return tuple(_take(v, i, axis) for v in value)
+    return np.take(value, i, axis=axis)
+
+
+def _broadcast(value: Value, batch: tuple[int, ...]) -> Value:
+    """A map body that did not depend on its element still yields one result per element."""
+    if isinstance(value, tuple):
+        return tuple(_broadcast(v, batch) for v in value)
+    if value.shape[: len(batch)] == batch:
+        return value
+    return np.broadcast_to(value, batch + value.shape[len(batch) :])
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def evaluate(
+    program: Program | TypedProgram,
+    inputs: Mapping[str, object],
+    sizes: Mapping[str, object] | None = None,
+    function: str | None = None,
+):
+    """Run a program on numpy inputs. Sizes not given are read off the inputs' shapes.
+
+    Returns a numpy array (float32 for float results), or a tuple of arrays for a tuple result.
+    """
+    if isinstance(program, TypedProgram):
+        program = program.program
+    fun = program.function(function)
+    given = size_bindings(program, dict(sizes or {}))
+    arrays = _check_inputs(fun, inputs)
+    inferred = _sizes_from_inputs(fun, arrays, given)
+    all_sizes = {**given, **inferred}
+    missing = [name for name in _needed_sizes(program, fun) if name not in all_sizes]
+    if missing:
+        raise SizeError(f"give a value for size(s) {', '.join(dict.fromkeys(missing))} (--size NAME=VALUE)")
+    typed = typecheck(program, all_sizes)
+    typed_fun = typed.program.function(fun.name)
+    env = Env()
+    for p in typed_fun.data_params:
+        env = env.bind(PVar(p.name), _to_value(arrays[p.name], p.type))
+    return _from_value(Interpreter().eval(typed_fun.body, env))
+
+
+def _needed_sizes(program: Program, fun) -> list[str]:
+    names: list[str] = []
+    for p in fun.params:
+        if p.is_size:
+            names += [p.name] if not isinstance(p.type, TupleType) else [f"{p.name}._{i}" for i in range(1, len(p.type.elems) + 1)]
+        else:
+            names += sorted(p.type.size_names())
+    names += program.tuning_params
+    return list(dict.fromkeys(names))
+
+
+def _check_inputs(fun, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+    names = [p.name for p in fun.data_params]
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise InputError(f"{fun.name} has no parameter {', '.join(unknown)} (its parameters: {', '.join(names)})")
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise InputError(f"no input given for {', '.join(missing)}")
+    return {name: inputs[name] for name in names}
+
+
+def _sizes_from_inputs(fun, arrays, given: dict[str, int]) -> dict[str, int]:
+    """Bind size variables from the shapes of the inputs; report any shape that contradicts its type."""
+    found: dict[str, int] = {}
+    for p in fun.data_params:
+        shape = _shape_of(arrays[p.name], p)
+        dims = _type_dims(p.type)
+        if len(shape) != len(dims):
+            raise InputError(
+                f"input {p.name} has {len(shape)} dimension(s) {tuple(shape)} but its type {p.type} has {len(dims)}",
+                p.span,
+            )
+        for size, actual in zip(dims, shape):
+            known = {**given, **found}
+            value = size.subs(known) if size.var_names() & known.keys() else size
+            if value.as_int() is not None:
+                if value.as_int() != actual:
+                    raise InputError(
+                        f"input {p.name} has shape {tuple(shape)} but its type {p.type} needs {size} = {value} "
+                        f"where it has {actual}",
+                        p.span,
+                    )
+            elif len(value.var_names()) == 1 and str(value) in value.var_names():
+                found[str(value)] = actual
+    return found
+
+
+def _type_dims(t: Type) -> list:
+    dims = []
+    while isinstance(t, ArrayType):
+        dims.append(t.size)
+        t = t.elem
+    if isinstance(t, VectorType):
+        dims.append(t.width)
+    return dims
+
+
+def _shape_of(x, p) -> tuple[int, ...]:
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    return x.shape
+
+
+def _to_value(x, t: Type) -> Value:
+    leaf = t
+    while isinstance(leaf, ArrayType):
+        leaf = leaf.elem
+    if isinstance(leaf, TupleType):
+        raise InputError(f"inputs of type {t} (arrays of tuples) are not supported; pass the arrays and zip them")
+    scalar = leaf.scalar if isinstance(leaf, VectorType) else leaf
+    assert isinstance(scalar, ScalarType)
+    return np.asarray(x, dtype=DTYPES[scalar.name])
+
+
+def _from_value(value: Value):
+    if isinstance(value, tuple):
+        return tuple(_from_value(v) for v in value)
+    return np.ascontiguousarray(value)
