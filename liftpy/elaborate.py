@@ -174,6 +174,8 @@ class Elaborator:
 
         def go(p: S) -> Pattern:
             if isinstance(p, SPVar):
+                if p.name in names:
+                    raise self.error(p, f"{p.name} is bound twice in this pattern", LiftSyntaxError)
                 ir_name = self.fresh(p.name, invented)
                 names[p.name] = DataB(ir_name)
                 return PVar(ir_name)
@@ -214,23 +216,37 @@ class Elaborator:
                     return all(len(d.params) > len(args) for d, _ in b.overloads)
         return False
 
-    def is_size(self, ast: S, scope: Scope) -> bool:
-        """Whether a val's right-hand side is a size expression (``val windowSize = C*kh*kw``)."""
+    def is_size(self, ast: S, scope: Scope, tuples: bool = True) -> bool:
+        """Whether a val's right-hand side is a size expression (``val windowSize = C*kh*kw``), or with
+        ``tuples`` a tuple of them."""
         if isinstance(ast, SInt):
             return True
         if isinstance(ast, SName):
             b = scope.lookup(ast.name)
             if isinstance(b, ThunkB):
-                return self.is_size(b.ast, b.scope)
-            return isinstance(b, (SizeB, SizeTupleB))
+                return self.is_size(b.ast, b.scope, tuples)
+            return isinstance(b, SizeB) or tuples and isinstance(b, SizeTupleB)
         if isinstance(ast, SOp) and ast.op in ("+", "-", "*", "/", "%", "neg"):
-            return all(self.is_size(a, scope) for a in ast.args)
+            return all(self.is_size(a, scope, tuples=False) for a in ast.args)
         if isinstance(ast, SProj):
-            return self.is_size(ast.expr, scope)
+            return self.is_size_tuple(ast.expr, scope)
         if isinstance(ast, STuple):
-            return all(self.is_size(e, scope) for e in ast.elems)
+            return tuples and all(self.is_size(e, scope) for e in ast.elems)
         if isinstance(ast, SCall) and isinstance(ast.fun, SName) and ast.fun.name in ("min", "max"):
             return all(self.is_size(a, scope) for a in ast.args)
+        return False
+
+    def is_size_tuple(self, ast: S, scope: Scope) -> bool:
+        """Whether ``ast`` denotes a tuple of sizes (``kernelStride``, ``(3, 3)``)."""
+        if isinstance(ast, SName):
+            b = scope.lookup(ast.name)
+            if isinstance(b, ThunkB):
+                return self.is_size_tuple(b.ast, b.scope)
+            return isinstance(b, SizeTupleB)
+        if isinstance(ast, STuple):
+            return all(self.is_size(e, scope) for e in ast.elems)
+        if isinstance(ast, SProj):
+            return self.is_size_tuple(ast.expr, scope)
         return False
 
     # -------------------------------------------------------------------------------- values
@@ -266,7 +282,7 @@ class Elaborator:
                 return Literal(-args[0].value, args[0].scalar, span=span)
             return ScalarOp(ast.op, args, span=span)
         if isinstance(ast, SProj):
-            if self.is_size(ast.expr, scope):
+            if self.is_size_tuple(ast.expr, scope):
                 return self.data_from_size(ast, scope)
             return Prim("get", (ast.index - 1,), (self.data(ast.expr, scope),), span=span)
         if isinstance(ast, SCall):
@@ -695,7 +711,7 @@ class Elaborator:
             else:
                 size = self.size(ast.size, scope)
             return ArrayType(elem, size)
-        if isinstance(ast, TTuple):
+        if isinstance(ast, (TTuple, STuple)):  # a tuple type written where an expression may stand
             return TupleType(tuple(self.type_(e, scope, introduce) for e in ast.elems))
         raise self.error(ast, "expected a type")
 

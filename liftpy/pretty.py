@@ -141,7 +141,8 @@ class _Printer:
         while isinstance(node, Let):
             declared = f": {render_type(node.declared)}" if node.declared is not None else ""
             value = self.flat(node.value) if flat else self.expr(node.value, indent)
-            parts.append(f"val {_pattern(node.pattern)}{declared} = {value}")
+            # the ';' keeps a next line that starts with '(' from reading as a call of this value
+            parts.append(f"val {_pattern(node.pattern)}{declared} = {value}" + ("" if flat else ";"))
             node = node.body
         parts.append(self.flat(node) if flat else self.expr(node, indent))
         return sep.join(parts)
@@ -150,7 +151,8 @@ class _Printer:
         spec = SCALAR_OPS[node.op]
         if spec.infix:
             a, b = node.args
-            text = f"{self.flat(a, spec.precedence)} {spec.c} {self.flat(b, spec.precedence + 1)}"
+            left_prec = spec.precedence + 1 if spec.kind == "compare" else spec.precedence  # a < b < c is no syntax
+            text = f"{self.flat(a, left_prec)} {spec.c} {self.flat(b, spec.precedence + 1)}"
             return f"({text})" if spec.precedence < prec else text
         if node.op in ("neg", "!"):
             symbol = "-" if node.op == "neg" else "!"
@@ -178,7 +180,9 @@ class _Printer:
         body = lam.body
         if isinstance(body, ScalarOp):
             spec = SCALAR_OPS[body.op]
-            if spec.infix or spec.arity != 1 or not (isinstance(body.args[0], Var) and body.args[0].name == lam.param.name):
+            if spec.infix or spec.arity != 1 or not body.op.isidentifier():
+                return None
+            if not (isinstance(body.args[0], Var) and body.args[0].name == lam.param.name):
                 return None
             return body.op
         if not body.args or body.name == "get":

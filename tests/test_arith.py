@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import pickle
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -51,11 +53,12 @@ DIVISORS = [Const(c) for c in (1, 2, 3, 4, 7, -1, -2, -3)] + [n, m, theta, n + 1
 
 # ---------------------------------------------------------------------------------------------------------------
 # A tiny recursive-descent parser of the size syntax, to check that str() is read back to an equal Expr.
+# It is generic in what it builds, so that it also evaluates to_c's output with C's truncating / and %.
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([^\W\d]\w*(?:\.\w+)*)|(\S))")
 
 
-def parse_size(text: str, env: dict[str, Var]) -> Expr:
+def parse_text(text: str, const, name, binop, neg, call):
     tokens = []
     pos = 0
     while pos < len(text):
@@ -63,8 +66,8 @@ def parse_size(text: str, env: dict[str, Var]) -> Expr:
         if match is None:  # only trailing blanks are left
             break
         pos = match.end()
-        number, name, op = match.groups()
-        tokens.append(("int", int(number)) if number else ("name", name) if name else ("op", op))
+        number, word, op = match.groups()
+        tokens.append(("int", int(number)) if number else ("name", word) if word else ("op", op))
     tokens.append(("end", None))
     index = 0
 
@@ -82,38 +85,34 @@ def parse_size(text: str, env: dict[str, Var]) -> Expr:
     def expr():
         value = term()
         while peek() in (("op", "+"), ("op", "-")):
-            op = take()[1]
-            rhs = term()
-            value = value + rhs if op == "+" else value - rhs
+            value = binop(take()[1], value, term())
         return value
 
     def term():
         value = unary()
         while peek() in (("op", "*"), ("op", "/"), ("op", "%")):
-            op = take()[1]
-            rhs = unary()
-            value = value * rhs if op == "*" else value // rhs if op == "/" else value % rhs
+            value = binop(take()[1], value, unary())
         return value
 
     def unary():
         if peek() == ("op", "-"):
             take()
-            return -unary()
+            return neg(unary())
         return primary()
 
     def primary():
         kind, value = take()
         if kind == "int":
-            return Const(value)
+            return const(value)
         if kind == "name" and value in ("min", "max") and peek() == ("op", "("):
             take("(")
             a = expr()
             take(",")
             b = expr()
             take(")")
-            return min_(a, b) if value == "min" else max_(a, b)
+            return call(value, a, b)
         if kind == "name":
-            return env[value]
+            return name(value)
         if (kind, value) == ("op", "("):
             inner = expr()
             take(")")
@@ -124,6 +123,31 @@ def parse_size(text: str, env: dict[str, Var]) -> Expr:
     if peek()[0] != "end":
         raise SyntaxError(f"trailing {peek()} in {text!r}")
     return result
+
+
+_EXPR_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+             "/": lambda a, b: a // b, "%": lambda a, b: a % b}
+
+
+def parse_size(text: str, env: dict[str, Var]) -> Expr:
+    """The size syntax read back as an Expr (``/`` is floor division)."""
+    return parse_text(text, Const, env.__getitem__, lambda op, a, b: _EXPR_OPS[op](a, b), lambda a: -a,
+                      lambda fn, a, b: min_(a, b) if fn == "min" else max_(a, b))
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+_C_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+          "/": _c_div, "%": lambda a, b: a - b * _c_div(a, b)}
+
+
+def eval_c(text: str, env: dict[str, int]) -> int:
+    """The value of to_c's output under C semantics (``/`` truncates toward zero)."""
+    return parse_text(text, int, env.__getitem__, lambda op, a, b: _C_OPS[op](a, b), lambda a: -a,
+                      lambda fn, a, b: min(a, b) if fn == "min" else max(a, b))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -140,7 +164,7 @@ def _extend(children):
     return st.one_of(
         st.tuples(st.sampled_from(["add", "sub", "mul", "min", "max"]), children, children),
         st.tuples(st.just("neg"), children),
-        st.tuples(st.sampled_from(["div", "mod"]), children, divisor),
+        st.tuples(st.sampled_from(["div", "mod", "join"]), children, divisor),
     )
 
 
@@ -156,9 +180,9 @@ def build(tree) -> Expr:
     if kind == "neg":
         return -build(tree[1])
     a = build(tree[1])
-    if kind in ("div", "mod"):
+    if kind in ("div", "mod", "join"):
         d = DIVISORS[tree[2]]
-        return a // d if kind == "div" else a % d
+        return a // d if kind == "div" else a % d if kind == "mod" else (a // d) * d + a % d
     b = build(tree[2])
     return {"add": a + b, "sub": a - b, "mul": a * b, "min": min_(a, b), "max": max_(a, b)}[kind]
 
@@ -172,9 +196,9 @@ def plain(tree, env: dict[str, int]) -> int:
     if kind == "neg":
         return -plain(tree[1], env)
     a = plain(tree[1], env)
-    if kind in ("div", "mod"):
+    if kind in ("div", "mod", "join"):
         d = DIVISORS[tree[2]].evaluate(env)
-        return a // d if kind == "div" else a % d
+        return a // d if kind == "div" else a % d if kind == "mod" else (a // d) * d + a % d
     b = plain(tree[2], env)
     return {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b)}[kind]
 
@@ -204,6 +228,17 @@ def test_evaluate_agrees_with_python_ints(tree, data):
     expr = build(tree)
     env = draw_bindings(data)
     assert expr.evaluate(env) == plain(tree, env)
+
+
+@SETTINGS
+@given(trees, trees, trees)
+def test_ring_laws_hold_structurally(ta, tb, tc):
+    a, b, c = build(ta), build(tb), build(tc)
+    assert a + b == b + a and a * b == b * a
+    assert (a + b) + c == a + (b + c)
+    assert a * (b + c) == a * b + a * c
+    assert a - a == 0 and hash(a + b) == hash(b + a)
+    assert min_(a, b) == min_(b, a) and max_(a, b) == max_(b, a)
 
 
 @SETTINGS
@@ -254,6 +289,46 @@ def test_to_z3_agrees_with_evaluate(tree, data):
     assert set(variables) == expr.var_names()
     concrete = z3.simplify(z3.substitute(term, *[(variables[v], z3.IntVal(env[v])) for v in variables]))
     assert concrete.as_long() == expr.evaluate(env)
+
+
+# Trees whose numerators are non-negative for every binding and whose divisors are positive: C's / and %
+# then agree with floor semantics, and the normal form must keep it that way (it never trades a non-negative
+# numerator for one that may be negative).
+NONNEG_LEAVES = [n, m, k, j, theta, s1, n - 1 - j, n - j, Const(0), Const(1), Const(2), Const(5)]
+POSITIVE_DIVISORS = [d for d in DIVISORS if d != -n and (d.as_int() is None or d.as_int() > 0)]
+
+
+def _nonneg_extend(children):
+    divisor = st.sampled_from(POSITIVE_DIVISORS)
+    return st.one_of(
+        st.tuples(st.sampled_from(["add", "mul", "min", "max"]), children, children),
+        st.tuples(st.sampled_from(["div", "mod"]), children, divisor),
+    )
+
+
+def _build_nonneg(tree) -> Expr:
+    if isinstance(tree, Expr):
+        return tree
+    kind, a, b = tree
+    a = _build_nonneg(a)
+    if kind == "div":
+        return a // b
+    if kind == "mod":
+        return a % b
+    b = _build_nonneg(b)
+    return {"add": a + b, "mul": a * b, "min": min_(a, b), "max": max_(a, b)}[kind]
+
+
+nonneg_trees = st.recursive(st.sampled_from(NONNEG_LEAVES), _nonneg_extend, max_leaves=8)
+
+
+@SETTINGS
+@given(nonneg_trees, st.data())
+def test_to_c_agrees_for_non_negative_operands(tree, data):
+    expr = _build_nonneg(tree)
+    env = draw_bindings(data)
+    c_env = {c_name(name): value for name, value in env.items()}
+    assert eval_c(to_c(expr), c_env) == expr.evaluate(env), to_c(expr)
 
 
 @SETTINGS
@@ -326,6 +401,12 @@ def test_floor_div_and_mod_rules():
     assert 7 // Const(-2) == Const(-4) and 7 % Const(-2) == Const(-1)
     assert (n * n) % n == 0
     assert floor_div(0, n) == 0 and n // 1 == n and n % 1 == 0
+    # joining a split index: x%q + q*(x//q) == x, for any sign of x
+    assert (y // 3) * 3 + y % 3 == y
+    assert k * (y % n) + k * n * (y // n) + 1 == k * y + 1
+    flat = Var("flat", Range(Const(0), n * m - 1))
+    assert (flat // m) * m + flat % m == flat
+    assert str(2 * (y % 3) + 3 * (y // 3)) == "3*(y/3)+2*(y%3)"  # coefficients do not match: left alone
 
 
 def test_soundness_keeps_unprovable_forms_symbolic():
@@ -379,6 +460,8 @@ def test_errors():
         n.name = "m"
     with pytest.raises(TypeError):
         as_expr(1.5)
+    with pytest.raises(ArithError, match="itself"):
+        Var("n", Range(0, j))  # j's range mentions n
 
 
 def test_identity_and_queries():
@@ -420,6 +503,18 @@ def test_bounds_and_proofs():
     assert not prove_eq((y + 3) // 2, (y + 1) // 2 + 1)  # true, but y may be negative: beyond the cheap reasoning
     assert prove_eq((y + 3) // 2, (y + 1) // 2 + 1, use_z3=True)
     assert not prove_eq(n // 2, n // 3, use_z3=True)
+
+
+def test_arith_imports_z3_only_inside_functions():
+    package = Path(__file__).resolve().parent.parent / "liftpy" / "arith"
+    sources = sorted(package.glob("*.py"))
+    assert len(sources) >= 4
+    for source in sources:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        top = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        names = [a.name for node in top if isinstance(node, ast.Import) for a in node.names]
+        names += [node.module or "" for node in top if isinstance(node, ast.ImportFrom)]
+        assert not any(name.split(".")[0] == "z3" for name in names), source.name
 
 
 def test_c_names_and_to_c():

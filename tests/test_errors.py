@@ -27,6 +27,7 @@ BAD_PROGRAMS = [
      ["returns float but its accumulator is int"]),
     ("pattern-mismatch", "def f(xs: [float]_n) = map((a, b) -> a, xs)\n", [], "1:28", ["expects a tuple of 2, got float"]),
     ("value-as-function", "def f(xs: [float]_n) = xs(1)\n", [], "1:24", ["xs is a value, not a function"]),
+    ("duplicate-binder", "def f(xs: [float]_n) = map((a, a) -> a, zip(xs, xs))\n", [], "1:32", ["a is bound twice"]),
     ("named-argument", "def f(xs: [float]_n) = split(size = 2, xs)\n", [], "1:30", ["split has no argument named size"]),
 ]
 

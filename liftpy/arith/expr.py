@@ -17,24 +17,28 @@ Divisors are assumed to be non-zero for every binding (dividing by zero is an er
 ``(n*m) // m`` is ``n``.  A negative divisor is normalised away (``p // -q == (-p) // q``).
 Every rule holds for every binding of the variables inside their ranges; nothing is assumed beyond them.
 
-``p // q`` first splits ``p = q*A + R``: ``A`` collects the monomials that ``q`` divides exactly (for the
-multiple of ``q``'s own monomial, e.g. the constant term when ``q`` is a constant, the coefficient is reduced
-so that ``R``'s share lies in ``[0, c)``).  Then
+``p // q`` first splits ``p = q*A + R`` (an identity for any non-zero ``q``): ``A`` collects the monomials
+that ``q`` divides exactly; the multiple of ``q``'s own monomial (the constant term when ``q`` is a constant)
+has its coefficient reduced so that the share left in ``R`` lies in ``[0, c)``.  A many-term ``q`` is divided
+by leading terms in graded order.  Then
 
 1. ``R == 0``: the result is ``A``;
 2. ``R // q`` provably a constant ``k`` (``0 <= R < q`` gives 0, ``-q <= R < 0`` gives -1, or the constant
    bounds of ``R`` for a constant ``q``): the result is ``A + k``;
-3. otherwise the result is ``A + (R // q)`` if ``R`` is provably non-negative, else the atom ``p // q`` kept
-   whole.  The second choice keeps numerators that the generated C code relies on non-negative (C's ``/``
-   truncates): ``(n - size + step) // step`` stays as written instead of becoming ``(n-size)/step + 1``.
-   It costs canonicity only for numerators that cannot be proved non-negative.
+3. otherwise ``A + (R // q)`` if ``R`` is provably non-negative, else ``p // q`` kept whole.  This keeps the
+   numerators that generated C code relies on non-negative (C's ``/`` truncates): ``(n - size + step) // step``
+   stays as written rather than becoming ``(n-size)/step + 1``.  It costs canonicity only for numerators that
+   cannot be proved non-negative.
 
 ``(x // a + c) // q == (x + c*a) // (a*q)`` when ``a`` and ``q`` are provably positive.
 
-``p % q`` uses the same split, but reduces *every* coefficient of a divisible monomial modulo the
-divisor's coefficient (``(i - 1) % 3 == (i + 2) % 3``), then folds ``R % q == R - k*q`` when ``R // q`` is the
-constant ``k`` (so ``(i*n + j) % n == j`` for ``0 <= j < n``), and rewrites ``(x % (k*q)) % q`` to ``x % q``.
-As for ``//``, a rewrite that would turn a provably non-negative numerator into one that is not is skipped.
+``p % q`` uses the same split but reduces *every* coefficient of a divisible monomial modulo the divisor's
+coefficient (``(i - 1) % 3 == (i + 2) % 3``) and drops ``A``; then ``R % q == R - k*q`` when ``R // q`` is the
+constant ``k`` (so ``(i*n + j) % n == j`` for ``0 <= j < n``), and ``(x % (k*q)) % q == x % q``.  As for ``//``,
+a rewritten numerator is only used when it is provably non-negative (or the result folds):
+``(i + n - 1) % n`` does not become ``(i - 1) % n``.
+
+In sums, ``r*(x % q) + r*q*(x // q)`` is rewritten to ``r*x`` (joining a split index: ``(i/m)*m + i%m == i``).
 
 ``min_``/``max_`` fold when both sides are constant or one side provably dominates; otherwise they are atoms
 with their (sorted) operands.  The range reasoning used by these rules lives in :mod:`liftpy.arith.ranges`.
@@ -97,7 +101,7 @@ class Expr:
     __lt__ = __le__ = __gt__ = __ge__ = _no_order
 
     def __reduce__(self):
-        return (_rebuild, (type(self), self._pickle_args()))
+        return (type(self), self._pickle_args())
 
     # arithmetic ----------------------------------------------------------------------------------------------
     def __add__(self, other):
@@ -220,10 +224,6 @@ class Expr:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
-
-
-def _rebuild(cls, args):
-    return cls(*args)
 
 
 class Const(Expr):
@@ -535,6 +535,8 @@ def _mono_div(m: Monomial, d: Monomial) -> Monomial | None:
 def _from_terms(terms: dict) -> Expr:
     """The normal form of a ``{monomial: coefficient}`` polynomial."""
     items = [(m, c) for m, c in terms.items() if c]
+    if len(items) > 1 and any(isinstance(a, Mod) for m, _ in items for a, _ in m):
+        items = _recombine_div_mod(dict(items))
     if not items:
         return ZERO
     if len(items) == 1:
@@ -546,6 +548,37 @@ def _from_terms(terms: dict) -> Expr:
     else:
         items.sort(key=lambda mc: _mono_key(mc[0]))
     return Poly(tuple(items))
+
+
+def _recombine_div_mod(terms: dict) -> list:
+    """Rewrite ``r*(x % q) + r*q*(x // q)`` to ``r*x`` (exact for any non-zero q), until none is left.
+
+    This is how a split index is joined again: ``(i/m)*m + i%m`` is ``i``.
+    """
+    changed = True
+    while changed:
+        changed = False
+        for m, c in list(terms.items()):
+            if not c:
+                continue
+            for atom, power in m:
+                if power != 1 or not isinstance(atom, Mod):
+                    continue
+                rest = _mono_div(m, ((atom, 1),))
+                quotient = ((FloorDiv(atom.num, atom.den), 1),)
+                partners = [(_mono_mul(_mono_mul(rest, qm), quotient), c * qc) for qm, qc in atom.den._terms]
+                if all(terms.get(pm) == pc for pm, pc in partners):
+                    del terms[m]
+                    for pm, _ in partners:
+                        del terms[pm]
+                    for xm, xc in atom.num._terms:
+                        xm = _mono_mul(rest, xm)
+                        terms[xm] = terms.get(xm, 0) + c * xc
+                    changed = True
+                    break
+            if changed:
+                break
+    return [(m, c) for m, c in terms.items() if c]
 
 
 def _add(a: Expr, b: Expr) -> Expr:

@@ -1,0 +1,115 @@
+"""Property: every primitive's interpreter result has the shape its type promises, on random sizes."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import liftpy
+from liftpy.primitives import PRIMITIVES
+from liftpy.types import ArrayType, TupleType, VectorType
+
+
+def expected_shapes(t, prefix=()):
+    """The numpy shape(s) a value of concrete type t must have: array lengths, then a vector's width; an
+    array of tuples is a tuple of arrays."""
+    if isinstance(t, ArrayType):
+        return expected_shapes(t.elem, prefix + (t.size.as_int(),))
+    if isinstance(t, TupleType):
+        return tuple(expected_shapes(e, prefix) for e in t.elems)
+    if isinstance(t, VectorType):
+        return prefix + (t.width.as_int(),)
+    return prefix
+
+
+def actual_shapes(value):
+    if isinstance(value, tuple):
+        return tuple(actual_shapes(v) for v in value)
+    return value.shape
+
+
+# For each primitive: a program using it on inputs xs: [[float]_m]_n (and ys of the same shape), and the sizes
+# it needs. Sizes are drawn so the program is well-typed.
+@st.composite
+def cases(draw, name):
+    k = draw(st.integers(1, 4))
+    n, m = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    sizes = {}
+    if name in ("map", "mapSeq", "mapSeqUnroll"):
+        body = f"{name}(row -> {name}(x -> x * 2.0f, row), xs)"
+    elif name in ("mapGlb", "mapWrg", "mapLcl"):
+        body = f"{name}({draw(st.integers(0, 2))}, row -> mapSeq(x -> x + 1.0f, row), xs)"
+    elif name in ("reduce", "reduceSeq", "reduceSeqUnroll"):
+        body = f"map(row -> {name}(0.0f, (a, x) -> a + x, row), xs)"
+    elif name == "zip":
+        body = "zip(xs, ys, xs)" if draw(st.booleans()) else "map(r -> zip(r._1, r._2), zip(xs, ys))"
+    elif name == "split":
+        m = k * draw(st.integers(1, 3))
+        body = f"map(row -> split({k}, row), xs)"
+    elif name == "join":
+        body = "join(xs)"
+    elif name == "slide":
+        size, step = draw(st.integers(1, m)), draw(st.integers(1, 3))
+        body = f"map(row -> slide({size}, {step}, row), xs)"
+    elif name == "pad":
+        left, right = draw(st.integers(-(m // 2), 3)), draw(st.integers(-(m // 2), 3))
+        body = f"pad({left}, {right}, 0.0f, transpose(xs))" if draw(st.booleans()) else f"map(r -> pad({left}, {right}, 1.5f, r), xs)"
+    elif name == "padClamp":
+        body = f"map(r -> padClamp({draw(st.integers(0, 3))}, {draw(st.integers(0, 3))}, r), xs)"
+    elif name == "transpose":
+        body = "transpose(xs)"
+    elif name == "reorder":
+        m = k * draw(st.integers(1, 3))
+        body = f"map(r -> reorder(stride({k}), r), xs)" if draw(st.booleans()) else "reorder(reverse, xs)"
+    elif name == "get":
+        body = "map(p -> p._2, zip(xs, ys))"
+    elif name == "id":
+        body = "id(xs)"
+    elif name == "Value":
+        body = f"Value(0.5f, [[float4]_{k}]_m)"
+    elif name in ("toGlobal", "toLocal", "toPrivate"):
+        body = f"{name}(mapSeq(mapSeq(id)), xs)"
+    elif name == "asVector":
+        m = k * draw(st.integers(1, 3))
+        body = f"map(r -> asVector({k}, r), xs)"
+    elif name == "asScalar":
+        m = k * draw(st.integers(1, 3))
+        body = f"map(r -> asScalar(asVector({k}, r)), xs)"
+    elif name == "vectorize":
+        m = k * draw(st.integers(1, 3))
+        body = f"map(r -> map(vectorize({k}, x -> x * x), asVector({k}, r)), xs)"
+    elif name == "dot":
+        m = 4 * draw(st.integers(1, 3))
+        body = "map(r -> map(p -> dot(p._1, p._2), zip(asVector(4, r._1), asVector(4, r._2))), zip(xs, ys))"
+    else:
+        raise AssertionError(f"no case for primitive {name}: add one")
+    sizes.update(n=n, m=m)
+    return name, body, sizes
+
+
+@pytest.mark.parametrize("name", sorted(PRIMITIVES))
+@settings(max_examples=15)
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_interpreter_result_has_the_shape_of_its_type(name, data, seed):
+    name, body, sizes = data.draw(cases(name))
+    program = liftpy.parse(f"def f(xs: [[float]_m]_n, ys: [[float]_m]_n) = {body}")
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((sizes["n"], sizes["m"])).astype(np.float32)
+    ys = rng.standard_normal((sizes["n"], sizes["m"])).astype(np.float32)
+    typed = liftpy.typecheck(program, sizes)
+    out = liftpy.evaluate(program, {"xs": xs, "ys": ys})
+    assert actual_shapes(out) == expected_shapes(typed.main_type.result), (name, body)
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("slide(3, 2, xs)", lambda x: np.stack([x[0:3], x[2:5], x[4:7]])),
+    ("pad(2, 1, 9.0f, xs)", lambda x: np.concatenate([[9, 9], x, [9]])),
+    ("pad(-2, -3, 0.0f, xs)", lambda x: x[2:-3]),
+    ("join(split(2, xs))", lambda x: x),
+    ("reorder(reverse, xs)", lambda x: x[::-1]),
+    ("asScalar(asVector(4, xs))", lambda x: x),
+    ("join(transpose(split(4, xs)))", lambda x: x.reshape(2, 4).T.reshape(-1)),
+])
+def test_primitive_values(body, expected):
+    x = np.arange(8, dtype=np.float32)
+    out = liftpy.evaluate(liftpy.parse(f"def f(xs: [float]_n) = {body}"), {"xs": x})
+    np.testing.assert_array_equal(out, expected(x))
