@@ -267,7 +267,7 @@ class Elaborator:
                 raise self.error(ast, f"{ast.name} is a function; call it with its arguments")
             if isinstance(b, SizeTupleB):
                 raise self.error(ast, f"{ast.name} is a tuple of sizes; take a component with {ast.name}._1")
-            raise self.unknown(ast.name, scope, ast)
+            return self.unbound(ast.name, "data", ast, scope)
         if isinstance(ast, SInt):
             return Literal(ast.value, "int", span=span)
         if isinstance(ast, SFloat):
@@ -330,7 +330,7 @@ class Elaborator:
             if isinstance(b, DataB):
                 raise self.error(ast, f"expected a function, got the value {ast.name}")
             if b is None:
-                raise self.unknown(ast.name, scope, ast)
+                return self.unbound(ast.name, "fun", ast, scope)
             raise self.error(ast, f"expected a function, got the size {ast.name}")
         if isinstance(ast, SCall):
             head, args = _flatten_call(ast)
@@ -415,7 +415,8 @@ class Elaborator:
             raise self.error(head, f"{head.name} is a value, not a function")
         if isinstance(b, (SizeB, SizeTupleB)):
             raise self.error(head, f"{head.name} is a size, not a function")
-        raise self.unknown(head.name, scope, head)
+        fun = self.unbound(head.name, "fun", head, scope)
+        return Apply(fun, self.arg_value(args, scope, ast), span=span)
 
     def arg_value(self, args: tuple[S, ...], scope: Scope, ast: S) -> Node:
         values = tuple(self.data(a, scope) for a in args)
@@ -625,7 +626,7 @@ class Elaborator:
                 raise self.error(ast, f"{ast.name} is a tuple of sizes; take a component with {ast.name}._1")
             if isinstance(b, DataB):
                 raise self.error(ast, f"{ast.name} is a value; a size (a number known before the program runs) is needed here")
-            raise self.unknown(ast.name, scope, ast, what="size")
+            return self.unbound(ast.name, "size", ast, scope)
         if isinstance(ast, SOp):
             args = [self.size(a, scope) for a in ast.args]
             try:
@@ -801,6 +802,11 @@ class Elaborator:
         result = self.type_(sdef.result, inner, introduce=inferred) if sdef.result is not None else None
         body = self.data(sdef.body, body_scope)
         return Function(sdef.name, tuple(params), result, body, sdef.span, tuple(sorted(inferred)))
+
+    def unbound(self, name: str, kind: str, ast: S, scope: Scope):
+        """A name nothing binds, read as ``kind`` ("data", "fun" or "size"). An error here; the rewrite
+        rules' reader overrides this to make pattern variables."""
+        raise self.unknown(name, scope, ast, what="size" if kind == "size" else "name")
 
     def unknown(self, name: str, scope: Scope, ast: S, what: str = "name") -> LiftError:
         candidates = scope.visible() | set(PRIMITIVES) | {n for n, s in SCALAR_OPS.items() if not s.infix}

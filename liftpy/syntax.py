@@ -165,7 +165,7 @@ class SFile(S):
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
     text = data_text("grammar", "liftpy.lark")
-    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, start=["start", "expression"])
 
 
 _TOKEN_NAMES = {
@@ -243,8 +243,17 @@ def _end_of_file_error(text: str, filename: str, expected) -> LiftSyntaxError:
 
 def parse_file_syntax(text: str, filename: str = "<string>") -> SFile:
     """Parse text into the surface tree, or raise LiftSyntaxError at the first mistake."""
+    return _parse(text, filename, "start")
+
+
+def parse_expression_syntax(text: str, filename: str = "<string>") -> S:
+    """Parse one expression (the two sides of a rewrite rule, say)."""
+    return _parse(text, filename, "expression")
+
+
+def _parse(text: str, filename: str, start: str):
     try:
-        tree = _parser().parse(text)
+        tree = _parser().parse(text, start=start)
     except lark.exceptions.UnexpectedCharacters as e:
         span = Span(filename, e.line, e.column, source=text)
         char = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "end of file"
@@ -282,6 +291,9 @@ class _Builder(lark.Transformer):
     @lark.v_args(meta=True)
     def start(self, meta, items):
         return SFile(tuple(items), self.filename, self.source)
+
+    def expression(self, children):
+        return children[0]
 
     @lark.v_args(meta=True)
     def param_decl(self, meta, names):
