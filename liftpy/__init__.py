@@ -1,8 +1,9 @@
 """liftpy: a Lift-style functional array language compiled to specialised OpenCL kernels.
 
 The route of a program through the compiler, one module per stage:
-parse (:mod:`liftpy.syntax`, :mod:`liftpy.elaborate`) -> type (:mod:`liftpy.typecheck`) -> meaning
-(:mod:`liftpy.interpreter`) -> printing (:mod:`liftpy.pretty`).
+parse (:mod:`liftpy.syntax`, :mod:`liftpy.elaborate`) -> type (:mod:`liftpy.typecheck`) -> views, memory and
+kernels (:mod:`liftpy.codegen`) -> run (:mod:`liftpy.runtime`); :mod:`liftpy.interpreter` gives every program
+its meaning and :mod:`liftpy.pretty` prints it back.
 """
 
 from __future__ import annotations
@@ -40,4 +41,13 @@ def load(path: str | Path) -> Program:
     return parse(text, str(path))
 
 
-__all__ = ["parse", "load", "typecheck", "evaluate", "pretty", "Program", "TypedProgram", "LiftError", "__version__"]
+def compile(program: Program, sizes=None, device=None, function: str | None = None):
+    """Generate OpenCL kernels for a low-level program with every size bound (see liftpy.runtime.Executable):
+    ``exe.sources``, ``exe.launch``, ``exe.buffers``, ``exe.run(inputs)``."""
+    from .runtime import compile as compile_program
+
+    return compile_program(program, sizes, device, function)
+
+
+__all__ = [
+    "compile","parse", "load", "typecheck", "evaluate", "pretty", "Program", "TypedProgram", "LiftError", "__version__"]

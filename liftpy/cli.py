@@ -124,6 +124,56 @@ def _random_inputs(program, fun, given, sizes, seed):
     return inputs
 
 
+def cmd_compile(args) -> int:
+    from . import load
+    from .codegen.host import write_program
+    from .runtime import compile as compile_program
+
+    exe = compile_program(load(args.file), parse_sizes(args.size), device=args.device, function=args.function)
+    for path in write_program(exe.generated, args.output):
+        print(f"wrote {path}")
+    for name, (global_size, local_size) in exe.launch.items():
+        print(f"  {name}: global {global_size}, local {local_size}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from . import evaluate, load
+    from .runtime import compile as compile_program
+
+    program = load(args.file)
+    sizes = parse_sizes(args.size)
+    exe = compile_program(program, sizes, device=args.device, function=args.function)
+    fun = program.function(args.function)
+    inputs = _random_inputs(program, fun, load_inputs(args.input), sizes, args.seed)
+    result = exe.run(inputs, repeat=args.repeat, warmup=1)
+    reference = evaluate(program, inputs, sizes, function=args.function)
+    error = float(np.max(np.abs(result.output - reference))) if reference.size else 0.0
+    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    print(f"device: {exe.device.name.strip()}")
+    for name, ms in result.per_kernel_ms.items():
+        print(f"  {name}: {ms:.4f} ms")
+    print(f"kernel time: {result.kernel_ms:.4f} ms (median of {args.repeat})")
+    print(f"max error against the interpreter: {error:.3g} (largest value {scale:.3g})")
+    if not np.allclose(result.output, reference, rtol=1e-4, atol=1e-4 * max(scale, 1.0)):
+        print("error: the kernel's output differs from the interpreter's", file=sys.stderr)
+        return 1
+    if args.output:
+        np.save(args.output, result.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_devices(args) -> int:
+    from .runtime import get_device, list_devices
+
+    default = get_device()
+    for info in list_devices():
+        mark = "  (default)" if info.name == default.name.strip() else ""
+        print(info.describe() + mark)
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
@@ -148,6 +198,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (repeatable)")
     p.add_argument("--random", type=int, metavar="SEED", help="make random inputs for those not given")
     p.add_argument("-o", "--output", help="write the result to this .npy file")
+
+    p = add("compile", "generate OpenCL kernels and a standalone host script", cmd_compile)
+    p.add_argument("file")
+    p.add_argument("--function", help="the function to compile (default: the last one in the file)")
+    p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
+    p.add_argument("--device", help="OpenCL device: P:D index or a name substring (default: PYOPENCL_CTX, "
+                                    "else the first GPU, else the CPU)")
+    p.add_argument("-o", "--output", default="out", help="directory for the .cl files and host.py (default: out)")
+
+    p = add("run", "compile, run on the device, and compare with the interpreter", cmd_run)
+    p.add_argument("file")
+    p.add_argument("--function", help="the function to run (default: the last one in the file)")
+    p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (others are random)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
+    p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
+    p.add_argument("-o", "--output", help="write the kernel's result to this .npy file")
+
+    add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)
     return parser
 
 

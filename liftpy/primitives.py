@@ -94,6 +94,17 @@ class Primitive:
     def evaluate(self, ev, node: Prim, env):
         raise NotImplementedError
 
+    # code generation (liftpy.codegen): layout primitives give a view to read and may say how to write
+    # through them; computing primitives are emitted as loops by the kernel emitter.
+    def view(self, cg, node: Prim, level: str):
+        raise NotImplementedError(f"{self.name} has no view")
+
+    def dest_for_arg(self, node: Prim, dest):
+        """Where to write this primitive's (last) argument so that ``node``'s value lands in ``dest``: the
+        output side of a layout primitive (``transpose(mapLcl(...))`` writes transposed). None when it cannot
+        be inverted (slide, pad...): the argument is then computed into memory and copied through the view."""
+        return None
+
     def __repr__(self) -> str:
         return f"<primitive {self.name}({self.signature})>"
 
@@ -245,6 +256,11 @@ class Zip(Primitive):
     def evaluate(self, ev, node, env):
         return tuple(ev.eval(a, env) for a in node.args)
 
+    def view(self, cg, node, level):
+        from .codegen.views import ZipView
+
+        return ZipView(tuple(cg.value(a, level) for a in node.args), node.type)
+
 
 @primitive
 class Split(Primitive):
@@ -267,6 +283,16 @@ class Split(Primitive):
             ev.eval(node.args[0], env), lambda l: l.reshape(l.shape[:a] + (l.shape[a] // m, m) + l.shape[a + 1 :])
         )
 
+    def view(self, cg, node, level):
+        from .codegen.views import SplitView
+
+        return SplitView(cg.value(node.args[0], level), node.type, node.params[0])
+
+    def dest_for_arg(self, node, dest):
+        from .codegen.views import SplitDest
+
+        return SplitDest(dest, node.args[0].type, node.params[0])
+
 
 @primitive
 class Join(Primitive):
@@ -286,6 +312,16 @@ class Join(Primitive):
             ev.eval(node.args[0], env),
             lambda l: l.reshape(l.shape[:a] + (l.shape[a] * l.shape[a + 1],) + l.shape[a + 2 :]),
         )
+
+    def view(self, cg, node, level):
+        from .codegen.views import JoinView
+
+        return JoinView(cg.value(node.args[0], level), node.type, node.args[0].type.elem.size)
+
+    def dest_for_arg(self, node, dest):
+        from .codegen.views import JoinDest
+
+        return JoinDest(dest, node.args[0].type, node.args[0].type.elem.size)
 
 
 @primitive
@@ -315,6 +351,11 @@ class Slide(Primitive):
             return windows[index]
 
         return on_leaves(ev.eval(node.args[0], env), go)
+
+    def view(self, cg, node, level):
+        from .codegen.views import SlideView
+
+        return SlideView(cg.value(node.args[0], level), node.type, node.params[1])
 
 
 def _pad_elem_ok(value_type: Type, elem: Type) -> bool:
@@ -369,6 +410,12 @@ class Pad(Primitive):
 
         return zip_leaves([ev.eval(node.args[1], env), value], go)
 
+    def view(self, cg, node, level):
+        from .codegen.views import PadView
+
+        inner = cg.value(node.args[1], level)
+        return PadView(inner, node.type, node.params[0], node.args[1].type.size, cg.value(node.args[0], level))
+
 
 @primitive
 class PadClamp(Primitive):
@@ -390,6 +437,11 @@ class PadClamp(Primitive):
             ev.eval(node.args[0], env), lambda l: np.take(l, _pad_indices(l.shape[a], left, right)[0], axis=a)
         )
 
+    def view(self, cg, node, level):
+        from .codegen.views import PadView
+
+        return PadView(cg.value(node.args[0], level), node.type, node.params[0], node.args[0].type.size, None)
+
 
 @primitive
 class Transpose(Primitive):
@@ -406,6 +458,16 @@ class Transpose(Primitive):
     def evaluate(self, ev, node, env):
         a = _axis(env)
         return on_leaves(ev.eval(node.args[0], env), lambda l: np.swapaxes(l, a, a + 1))
+
+    def view(self, cg, node, level):
+        from .codegen.views import TransposeView
+
+        return TransposeView(cg.value(node.args[0], level), node.type)
+
+    def dest_for_arg(self, node, dest):
+        from .codegen.views import TransposeDest
+
+        return TransposeDest(dest, node.args[0].type)
 
 
 @dataclass(frozen=True)
@@ -474,6 +536,13 @@ class Reorder(Primitive):
 
         return on_leaves(ev.eval(node.args[0], env), go)
 
+    def view(self, cg, node, level):
+        from .codegen.views import ReorderView
+
+        (fun,) = node.params
+        spec, n = INDEX_FUNS[fun.name], node.type.size
+        return ReorderView(cg.value(node.args[0], level), node.type, lambda i: spec.index(i, n, *fun.params))
+
 
 # ================================================================================ tuples, identity, values
 @primitive
@@ -493,6 +562,9 @@ class Get(Primitive):
 
     def evaluate(self, ev, node, env):
         return ev.eval(node.args[0], env)[node.params[0]]
+
+    def view(self, cg, node, level):
+        return cg.value(node.args[0], level).component(node.params[0])
 
 
 @primitive
@@ -591,6 +663,11 @@ class AsVector(Primitive):
         v = concrete(node.params[0])
         return on_leaves(ev.eval(node.args[0], env), lambda l: l.reshape(l.shape[:-1] + (l.shape[-1] // v, v)))
 
+    def view(self, cg, node, level):
+        from .codegen.views import AsVectorView
+
+        return AsVectorView(cg.value(node.args[0], level), node.type, node.params[0])
+
 
 @primitive
 class AsScalar(Primitive):
@@ -607,6 +684,16 @@ class AsScalar(Primitive):
 
     def evaluate(self, ev, node, env):
         return on_leaves(ev.eval(node.args[0], env), lambda l: l.reshape(l.shape[:-2] + (l.shape[-2] * l.shape[-1],)))
+
+    def view(self, cg, node, level):
+        from .codegen.views import AsScalarView
+
+        return AsScalarView(cg.value(node.args[0], level), node.type, node.args[0].type.elem.width)
+
+    def dest_for_arg(self, node, dest):
+        from .codegen.views import AsScalarDest
+
+        return AsScalarDest(dest, node.args[0].type, node.args[0].type.elem.width)
 
 
 @primitive

@@ -1,0 +1,295 @@
+"""Running generated kernels with PyOpenCL: device choice, builds (cached), buffers, launches, timing.
+
+Device choice follows pyopencl's convention: ``PYOPENCL_CTX`` (``"0"``, ``"0:1"``) or a ``device`` argument
+(an index ``"P:D"``, a name substring, or a ``pyopencl.Device``); the default is the first GPU if there is one,
+else the first CPU. Kernel time comes from profiling events, summed over every kernel a program launches
+(the paper's section 6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from .codegen.kernel import DeviceLimits
+from .codegen.program import GeneratedProgram
+from .errors import DeviceError, InputError
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:  # pragma: no cover - pyopencl is a dependency
+        raise DeviceError(f"pyopencl is not installed ({e}); run scripts/setup.sh") from None
+    return cl
+
+
+# ------------------------------------------------------------------------------------------------ devices
+@dataclass(frozen=True)
+class DeviceInfo:
+    platform_index: int
+    device_index: int
+    platform: str
+    name: str
+    kind: str
+    driver: str
+    compute_units: int
+    max_work_group_size: int
+    max_work_item_sizes: tuple[int, ...]
+    local_mem_size: int
+    global_mem_size: int
+    max_mem_alloc_size: int
+    preferred_vector_width_float: int
+
+    @property
+    def limits(self) -> DeviceLimits:
+        return DeviceLimits(self.max_work_group_size, self.max_work_item_sizes, self.local_mem_size)
+
+    def describe(self) -> str:
+        return (
+            f"[{self.platform_index}:{self.device_index}] {self.name} ({self.kind}, {self.platform}, driver {self.driver})\n"
+            f"    compute units {self.compute_units}, max work-group size {self.max_work_group_size}, "
+            f"max work-item sizes {self.max_work_item_sizes}\n"
+            f"    local memory {self.local_mem_size // 1024} KiB, global memory {self.global_mem_size // 2**20} MiB, "
+            f"max allocation {self.max_mem_alloc_size // 2**20} MiB, preferred float vector width "
+            f"{self.preferred_vector_width_float}"
+        )
+
+
+def _platforms():
+    cl = _cl()
+    try:
+        return cl.get_platforms()
+    except cl.Error as e:
+        raise DeviceError(
+            f"no OpenCL platform found ({e}); install one (on Debian: apt-get install pocl-opencl-icd, "
+            "or run scripts/setup.sh)"
+        ) from None
+
+
+def _info(pi: int, di: int, platform, device) -> DeviceInfo:
+    cl = _cl()
+    kinds = [n for n, flag in (("gpu", cl.device_type.GPU), ("cpu", cl.device_type.CPU),
+                               ("accelerator", cl.device_type.ACCELERATOR)) if device.type & flag]
+    kind = "/".join(kinds) or "other"
+    return DeviceInfo(
+        pi, di, platform.name.strip(), device.name.strip(), kind, device.driver_version.strip(),
+        device.max_compute_units, device.max_work_group_size, tuple(device.max_work_item_sizes),
+        device.local_mem_size, device.global_mem_size, device.max_mem_alloc_size,
+        device.preferred_vector_width_float,
+    )
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every OpenCL device of every platform."""
+    out = []
+    for pi, platform in enumerate(_platforms()):
+        for di, device in enumerate(platform.get_devices()):
+            out.append(_info(pi, di, platform, device))
+    return out
+
+
+def get_device(spec=None):
+    """The device named by ``spec`` (or ``PYOPENCL_CTX``), else the first GPU, else the first CPU."""
+    cl = _cl()
+    if spec is not None and not isinstance(spec, (str, int)):
+        return spec  # already a pyopencl.Device
+    spec = spec if spec is not None else os.environ.get("PYOPENCL_CTX")
+    platforms = _platforms()
+    devices = [(pi, di, d) for pi, p in enumerate(platforms) for di, d in enumerate(p.get_devices())]
+    if not devices:
+        raise DeviceError("OpenCL platforms exist but have no devices")
+    if spec not in (None, ""):
+        text = str(spec)
+        if ":" in text or text.isdigit():
+            parts = text.split(":")
+            try:
+                pi = int(parts[0]) if parts[0] else 0
+                di = int(parts[1]) if len(parts) > 1 and parts[1] else 0
+                return platforms[pi].get_devices()[di]
+            except (ValueError, IndexError):
+                raise DeviceError(f"no OpenCL device {text!r}; see `liftpy devices`") from None
+        for pi, di, d in devices:
+            if text.lower() in d.name.lower() or text.lower() in platforms[pi].name.lower():
+                return d
+        raise DeviceError(f"no OpenCL device matches {text!r}; see `liftpy devices`")
+    for want in (cl.device_type.GPU, cl.device_type.CPU):
+        for pi, di, d in devices:
+            if d.type & want:
+                return d
+    return devices[0][2]
+
+
+def device_info(device) -> DeviceInfo:
+    for pi, platform in enumerate(_platforms()):
+        for di, d in enumerate(platform.get_devices()):
+            if d.int_ptr == device.int_ptr:
+                return _info(pi, di, platform, d)
+    raise DeviceError(f"unknown device {device}")  # pragma: no cover
+
+
+# ------------------------------------------------------------------------------------------------ builds
+_CONTEXTS: dict[int, tuple] = {}
+_BUILDS: dict[tuple[str, int], object] = {}
+
+
+def context_and_queue(device):
+    cl = _cl()
+    key = device.int_ptr
+    if key not in _CONTEXTS:
+        ctx = cl.Context([device])
+        queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _CONTEXTS[key] = (ctx, queue)
+    return _CONTEXTS[key]
+
+
+def failed_source_dir() -> Path:
+    root = Path(os.environ.get("LIFTPY_CACHE", Path(tempfile.gettempdir()) / "liftpy"))
+    path = root / "failed-builds"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build(source: str, device, name: str = "program"):
+    """Build OpenCL C for a device, cached by source and device; a failure shows the log and the saved source."""
+    cl = _cl()
+    key = (hashlib.sha256(source.encode()).hexdigest(), device.int_ptr)
+    if key in _BUILDS:
+        return _BUILDS[key]
+    ctx, _ = context_and_queue(device)
+    try:
+        program = cl.Program(ctx, source).build(options=["-cl-std=CL1.2"])
+    except cl.RuntimeError as e:
+        path = failed_source_dir() / f"{name}-{key[0][:12]}.cl"
+        path.write_text(source)
+        log = getattr(e, "what", None)
+        log = str(e)
+        raise DeviceError(f"OpenCL build of {name} failed on {device.name.strip()}; source saved to {path}\n{log}") from None
+    _BUILDS[key] = program
+    return program
+
+
+# ------------------------------------------------------------------------------------------------ running
+@dataclass(frozen=True)
+class RunResult:
+    output: np.ndarray
+    kernel_ms: float  # the sum over kernels, median over repeats
+    per_kernel_ms: dict[str, float]
+    runs_ms: tuple[float, ...]  # every repeat's total
+
+
+class Executable:
+    """A generated program bound to a device: ``sources``, ``launch``, ``buffers``, and ``run``."""
+
+    def __init__(self, generated: GeneratedProgram, device=None):
+        self.generated = generated
+        self.device = get_device(device)
+        self._program = None
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return self.generated.sources
+
+    @property
+    def launch(self):
+        return self.generated.launch
+
+    @property
+    def buffers(self) -> list[tuple[str, str, int]]:
+        """(name, address space, bytes) of every buffer, plus local memory per kernel."""
+        out = [(b.name, b.space, b.bytes) for b in self.generated.buffers]
+        out += [(f"{k} (local)", "local", n) for k, n in self.generated.local_bytes.items() if n]
+        return out
+
+    @property
+    def memory_bytes(self) -> int:
+        """Global memory the program allocates: inputs, intermediates and output."""
+        return sum(b.bytes for b in self.generated.buffers)
+
+    def build(self):
+        if self._program is None:
+            self._program = build(self.generated.combined_source, self.device, self.generated.function)
+        return self._program
+
+    def run(self, inputs: Mapping[str, object], repeat: int = 1, warmup: int = 0) -> RunResult:
+        """Run every kernel in order on the inputs; ``kernel_ms`` is the median over ``repeat`` runs."""
+        cl = _cl()
+        program = self.build()
+        ctx, queue = context_and_queue(self.device)
+        g = self.generated
+        host: dict[str, np.ndarray] = {}
+        scalars = {name: ctype for name, ctype in g.scalar_params}
+        expected = {b.name for b in g.buffers if b.role == "input"} | set(scalars)
+        unknown = sorted(set(inputs) - expected)
+        if unknown:
+            raise InputError(f"{g.function} has no input {', '.join(unknown)} (inputs: {', '.join(sorted(expected))})")
+        for b in g.buffers:
+            if b.role != "input":
+                continue
+            if b.name not in inputs:
+                raise InputError(f"no input given for {b.name}")
+            x = np.asarray(inputs[b.name])
+            if tuple(x.shape) != b.shape:
+                raise InputError(f"input {b.name} has shape {tuple(x.shape)}, the program was compiled for {b.shape}")
+            host[b.name] = np.ascontiguousarray(x, dtype=np.float32)
+        mf = cl.mem_flags
+        device_buffers = {}
+        for b in g.buffers:
+            if b.role == "input":
+                device_buffers[b.name] = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host[b.name])
+            else:
+                device_buffers[b.name] = cl.Buffer(ctx, mf.READ_WRITE, max(b.bytes, 4))
+        scalar_values = {}
+        for name, ctype in g.scalar_params:
+            if name not in inputs:
+                raise InputError(f"no value given for the scalar {name}")
+            scalar_values[name] = (np.float32 if ctype == "float" else np.int32)(inputs[name])
+        kernels = [(k, cl.Kernel(program, k.name)) for k in g.kernels]
+        totals: list[float] = []
+        per_kernel: dict[str, list[float]] = {k.name: [] for k in g.kernels}
+        for iteration in range(warmup + repeat):
+            events = []
+            for plan, kernel in kernels:
+                args = [device_buffers[a] if a in device_buffers else scalar_values[a] for a in plan.args]
+                try:
+                    events.append(kernel(queue, plan.launch.global_size, plan.launch.local_size, *args))
+                except cl.Error as e:
+                    raise DeviceError(
+                        f"launching {plan.name} with global size {plan.launch.global_size} and local size "
+                        f"{plan.launch.local_size} failed: {e}"
+                    ) from None
+            try:
+                cl.wait_for_events(events)
+            except cl.Error as e:
+                raise DeviceError(f"running {g.function} failed: {e}") from None
+            if iteration >= warmup:
+                times = [(e.profile.end - e.profile.start) * 1e-6 for e in events]
+                totals.append(sum(times))
+                for plan, t in zip(g.kernels, times):
+                    per_kernel[plan.name].append(t)
+        out_plan = g.buffer(g.output)
+        output = np.empty(out_plan.shape, dtype=np.float32)
+        cl.enqueue_copy(queue, output, device_buffers[g.output])
+        queue.finish()
+        return RunResult(
+            output,
+            statistics.median(totals),
+            {k: statistics.median(v) for k, v in per_kernel.items()},
+            tuple(totals),
+        )
+
+
+def compile(program, sizes: Mapping[str, object] | None = None, device=None, function: str | None = None) -> Executable:
+    """Generate OpenCL for a low-level program with every size bound, ready to run on ``device``."""
+    from .codegen.program import generate
+
+    dev = get_device(device)
+    generated = generate(program, sizes, function, device_info(dev).limits)
+    return Executable(generated, dev)
