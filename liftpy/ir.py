@@ -286,6 +286,10 @@ class Program:
     functions: tuple[Function, ...]
     tuning_params: tuple[str, ...] = ()
     filename: str = field(default="<string>", compare=False)
+    #: size conditions the program relies on beyond what its types say (:class:`~liftpy.constraints.Constraint`),
+    #: added by rewrites with symbolic parameters (a tiling needs its tiles to cover the input); the type
+    #: checker records them with the program's other constraints
+    assumptions: tuple = ()
 
     def function(self, name: str | None = None) -> Function:
         """The function called ``name``, or the main (last) function."""

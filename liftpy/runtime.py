@@ -238,7 +238,7 @@ class Executable:
             x = np.asarray(inputs[b.name])
             if tuple(x.shape) != b.shape:
                 raise InputError(f"input {b.name} has shape {tuple(x.shape)}, the program was compiled for {b.shape}")
-            host[b.name] = np.ascontiguousarray(x, dtype=np.float32)
+            host[b.name] = np.ascontiguousarray(x, dtype=b.dtype)
         mf = cl.mem_flags
         device_buffers = {}
         for b in g.buffers:
@@ -275,7 +275,7 @@ class Executable:
                 for plan, t in zip(g.kernels, times):
                     per_kernel[plan.name].append(t)
         out_plan = g.buffer(g.output)
-        output = np.empty(out_plan.shape, dtype=np.float32)
+        output = np.empty(out_plan.shape, dtype=out_plan.dtype)
         cl.enqueue_copy(queue, output, device_buffers[g.output])
         queue.finish()
         return RunResult(

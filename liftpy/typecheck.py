@@ -270,9 +270,18 @@ def typecheck(program: Program, sizes: Mapping[str, object] | None = None) -> Ty
         functions.append(typed)
         types[fun.name] = fun_type
         bindings[fun.name] = names
+    for assumption in program.assumptions:
+        checker.require(assumption, _AssumptionSite(assumption.span))
     typed_program = dataclasses.replace(program, functions=tuple(functions))
     unique = tuple(dict.fromkeys(checker.constraints))
     return TypedProgram(typed_program, types, unique, bindings)
+
+
+@dataclass(frozen=True)
+class _AssumptionSite:
+    """Where a program's assumption came from, for the error when concrete sizes break it."""
+
+    span: object
 
 
 def size_bindings(program: Program, sizes: Mapping[str, object]) -> dict[str, int]:
@@ -314,4 +323,5 @@ def specialize(program: Program, sizes: Mapping[str, object]) -> Program:
         body = map_sizes(fun.body, lambda e: e.subs(mapping))
         functions.append(dataclasses.replace(fun, params=params, result=result, body=body))
     tuning = tuple(t for t in program.tuning_params if t not in bindings)
-    return dataclasses.replace(program, functions=tuple(functions), tuning_params=tuning)
+    assumptions = tuple(a.subs(mapping) for a in program.assumptions)
+    return dataclasses.replace(program, functions=tuple(functions), tuning_params=tuning, assumptions=assumptions)

@@ -7,7 +7,6 @@ time and saves the output.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .program import GeneratedProgram
@@ -30,7 +29,7 @@ import pyopencl as cl
 HERE = Path(__file__).resolve().parent
 KERNEL_FILES = {kernel_files}
 KERNELS = {kernels}  # name, global size, local size, arguments in order
-BUFFERS = {buffers}  # name, role, shape
+BUFFERS = {buffers}  # name, role, shape, dtype
 SCALARS = {scalars}  # name, C type
 OUTPUT = {output!r}
 
@@ -54,7 +53,7 @@ def main(argv=None):
 
     mf = cl.mem_flags
     buffers, host = {{}}, {{}}
-    for name, role, shape in BUFFERS:
+    for name, role, shape, dtype in BUFFERS:
         if role == "input":
             if name in given:
                 data = np.load(given[name])
@@ -62,7 +61,7 @@ def main(argv=None):
                     sys.exit(f"{{given[name]}}: shape {{data.shape}}, the kernels were generated for {{tuple(shape)}}")
             else:
                 data = rng.standard_normal(shape)
-            host[name] = np.ascontiguousarray(data, dtype=np.float32)
+            host[name] = np.ascontiguousarray(data, dtype=dtype)
             buffers[name] = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host[name])
         else:
             size = 4 * int(np.prod(shape, dtype=np.int64))
@@ -81,8 +80,8 @@ def main(argv=None):
                                  *[buffers[a] for a in arg_names]))
         cl.wait_for_events(events)
         totals.append(sum((e.profile.end - e.profile.start) * 1e-6 for e in events))
-    shape = next(shape for name, role, shape in BUFFERS if name == OUTPUT)
-    output = np.empty(shape, dtype=np.float32)
+    shape, dtype = next((shape, dtype) for name, role, shape, dtype in BUFFERS if name == OUTPUT)
+    output = np.empty(shape, dtype=dtype)
     cl.enqueue_copy(queue, output, buffers[OUTPUT])
     queue.finish()
     np.save(args.output, output)
@@ -103,15 +102,15 @@ def host_script(generated: GeneratedProgram) -> str:
     """The standalone host script's text (it reads the kernels from the .cl files written beside it)."""
     kernels = [[k.name, list(k.launch.global_size), None if k.launch.local_size is None else list(k.launch.local_size),
                 list(k.args)] for k in generated.kernels]
-    buffers = [[b.name, b.role, list(b.shape)] for b in generated.buffers]
+    buffers = [[b.name, b.role, list(b.shape), b.dtype] for b in generated.buffers]
     return _SCRIPT.format(
         function=generated.function,
         filename=generated.filename,
         count=len(generated.kernels),
-        kernel_files=json.dumps([kernel_file_name(k.name) for k in generated.kernels]),
-        kernels=json.dumps(kernels),
-        buffers=json.dumps(buffers),
-        scalars=json.dumps([list(s) for s in generated.scalar_params]),
+        kernel_files=repr([kernel_file_name(k.name) for k in generated.kernels]),
+        kernels=repr(kernels),
+        buffers=repr(buffers),
+        scalars=repr([list(s) for s in generated.scalar_params]),
         output=generated.output,
     )
 

@@ -100,9 +100,11 @@ def check_nesting(expr: Node) -> None:
         outer = (wrg, lcl, glb)
         if isinstance(node, Prim) and node.name in PARALLEL:
             d = node.params[0]
-            if sequential is not None:
-                raise CodegenError(f"{node.name}({d}) inside {sequential}: a parallel map cannot be nested in a "
-                                   "sequential loop", node.span)
+            # a sequential loop run by a whole work-group may contain mapLcl (with barriers); any other
+            # parallel map inside a sequential loop would need a synchronisation OpenCL does not have
+            if sequential is not None and not (node.name == "mapLcl" and sequential[1] == "group"):
+                raise CodegenError(f"{node.name}({d}) inside {sequential[0]}: a parallel map cannot be nested in "
+                                   "this sequential loop", node.span)
             if node.name == "mapLcl":
                 if not wrg:
                     raise CodegenError(f"mapLcl({d}) outside any mapWrg: work-items belong to work-groups", node.span)
@@ -131,7 +133,8 @@ def check_nesting(expr: Node) -> None:
             # only function arguments run inside this primitive; data arguments are computed before it
             inside = sequential
             if node.name in ("mapSeq", "mapSeqUnroll", "reduceSeq", "reduceSeqUnroll"):
-                inside = node.name
+                here = "item" if (lcl or glb) else "group" if wrg else "kernel"
+                inside = (node.name, here)
             expr_slots = [s for s in PRIMITIVES[node.name].slots if not s.static] if not PRIMITIVES[node.name].variadic else []
             for i, child in enumerate(node.args):
                 is_fun = i < len(expr_slots) and expr_slots[i].kind == "fun"
@@ -258,6 +261,8 @@ class KernelEmitter:
                 return ScalarView(CExpr(a.paren(), " * ", b.paren()), node.type)
             if node.name == "vectorize":
                 return self.apply_value(node.args[0], self.value(node.args[1], level), level)
+            if node.name in REDUCES:
+                return SingletonView(self.reduce(node, level), node.type)  # the accumulator is the result
             return self.materialize(node, level)[0]
         raise CodegenError(f"internal: cannot generate code for {type(node).__name__}", getattr(node, "span", None))
 
@@ -359,6 +364,8 @@ class KernelEmitter:
             if node.name in REDUCES:
                 return self.emit_reduce(node, dest, level)
             if node.name in SPACES:
+                if SPACES[node.name] == "local" and level == "kernel":
+                    raise CodegenError("local memory written outside a work-group (toLocal outside mapWrg)", node.span)
                 f, x = node.args
                 return self.emit_apply(f, x, dest, level)
             if node.name == "id":
@@ -457,7 +464,8 @@ class KernelEmitter:
         finally:
             self.code.close()
 
-    def emit_reduce(self, node: Prim, dest: Dest, level: str):
+    def reduce(self, node: Prim, level: str) -> View:
+        """Run a sequential reduction; its accumulator (memory chosen by init's toX, else private) is the result."""
         init, f, xs = node.args
         n = _length(xs)
         acc_view, acc_dest = self.materialize(init, level, annotated_space(init) or "private", base="acc")
@@ -472,9 +480,12 @@ class KernelEmitter:
             with self.loop(var, n, node.name, None, f"{node.name} over {n} element(s)"):
                 self.emit_fun(f, TupleView((acc_view, xv.access(var))), acc_dest, level)
                 if level == "group" and self.barriers > before:
-                    self.barrier("local")
-        self.copy(acc_view, dest.access(arith.Const(0)), init.type, level)
+                    self.barrier("local")  # the next step overwrites what this one shared
+        return acc_view
 
+    def emit_reduce(self, node: Prim, dest: Dest, level: str):
+        acc_view = self.reduce(node, level)
+        self.copy(acc_view, dest.access(arith.Const(0)), node.args[0].type, level)
 
     def layout_dest(self, fun: Lambda):
         """For a layout function f (``transpose``): element destination -> destination for f's argument."""
@@ -501,6 +512,8 @@ def is_layout_only(node: Node) -> bool:
         return True
     if isinstance(node, Tuple):
         return all(is_layout_only(e) for e in node.elems)
+    if isinstance(node, Let):
+        return is_layout_only(node.value) and is_layout_only(node.body)
     if isinstance(node, Prim):
         if is_layout_map(node):
             return is_layout_only(node.args[1])
@@ -520,6 +533,8 @@ def is_layout_map(node: Node) -> bool:
 def _layout_body(node: Node) -> bool:
     if isinstance(node, Var):
         return True
+    if isinstance(node, Let):
+        return _layout_body(node.value) and _layout_body(node.body)
     if isinstance(node, Prim):
         if is_layout_map(node):
             return _layout_body(node.args[1])

@@ -51,6 +51,7 @@ class BufferPlan:
     name: str
     role: str  # "input", "output" or "temp"
     shape: tuple[int, ...]  # numpy shape of its contents (array lengths, then vector width)
+    dtype: str = "float32"  # numpy dtype of its elements
     space: str = "global"
 
     @property
@@ -153,7 +154,7 @@ def generate(
         mem = Memory(name, "global", leaf_type(p.type), elem_count(p.type), readonly=True)
         memories[name] = mem
         env[p.name] = MemView(mem, p.type)
-        buffers.append(BufferPlan(name, "input", shape_of(p.type)))
+        buffers.append(BufferPlan(name, "input", shape_of(p.type), _dtype(p.type)))
 
     # cut the body into kernels
     stages: list[tuple[str, Node]] = []
@@ -189,7 +190,7 @@ def generate(
             raise CodegenError(f"{name}: a kernel cannot produce tuples yet; produce one array per kernel", expr.span)
         out_mem = Memory(out_name, "global", leaf_type(t), elem_count(t))
         memories[out_name] = out_mem
-        buffers.append(BufferPlan(out_name, "output" if name == "output" else "temp", shape_of(t)))
+        buffers.append(BufferPlan(out_name, "output" if name == "output" else "temp", shape_of(t), _dtype(t)))
         kernel_name = base if kernel_count == 1 else f"{base}_{c_name(name)}"
         launch = launch_for(expr, limits)
         emitter = KernelEmitter(kernel_name, launch, env, ctx)
@@ -218,6 +219,12 @@ def generate(
         local_bytes,
         typed.program.filename,
     )
+
+
+def _dtype(t: Type) -> str:
+    leaf = leaf_type(t)
+    scalar = leaf.scalar if isinstance(leaf, VectorType) else leaf
+    return "float32" if scalar.name == "float" else "int32"
 
 
 def _has_kernel(node: Node) -> bool:
