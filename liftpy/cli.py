@@ -164,6 +164,32 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_params(args) -> int:
+    from . import load
+    from .params import parameters
+
+    space = parameters(load(args.file), parse_sizes(args.size), device=args.target or args.device,
+                       function=args.function)
+    for spec in args.require or ():
+        name, _, condition = spec.partition(":")
+        if not condition:
+            raise InputError(f"--require expects NAME:CONDITION, got {spec!r}")
+        space.require(name.strip(), condition.strip())
+    print(space.describe())
+    if not space.satisfiable():
+        print("no configuration is valid; the conflicting constraints are:")
+        for c in space.explain_unsat():
+            print(f"  {c}")
+        return 1
+    print(f"valid configurations: {space.count()}")
+    if args.sample:
+        names = [p.name for p in space.parameters]
+        print("sample:")
+        for config in space.sample(args.sample, seed=args.seed):
+            print("  " + ", ".join(f"{k}={config[k]}" for k in names))
+    return 0
+
+
 def cmd_devices(args) -> int:
     from .runtime import get_device, list_devices
 
@@ -216,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("-o", "--output", help="write the kernel's result to this .npy file")
+
+    p = add("params", "the tuning parameters of a program: constraints, count, samples", cmd_params)
+    p.add_argument("file")
+    p.add_argument("--function", help="the function (default: the last one in the file)")
+    p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
+    p.add_argument("--device", help="OpenCL device: P:D index or a name substring (default device otherwise)")
+    p.add_argument("--target", help="a device profile instead of a live device: mali-g72, pocl-cpu, nvidia-gtx1080")
+    p.add_argument("--require", action="append", metavar="NAME:CONDITION", help="add a constraint, e.g. 'v4:v == 4'")
+    p.add_argument("--sample", type=int, default=0, metavar="N", help="print N random valid configurations")
+    p.add_argument("--seed", type=int, default=0)
 
     add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)
     return parser

@@ -822,8 +822,10 @@ class Elaborator:
         scope = base.child()
         functions: list[Function] = []
         tuning: list[str] = []
+        docs: list[tuple[str, str]] = []
         for item in sfile.items:
             if isinstance(item, SParamDecl):
+                docs += [(n, d) for n, d in zip(item.names, item.docs) if d]
                 for name in item.names:
                     if scope.lookup(name) is not None and name in scope.names:
                         raise self.error(item, f"{name} is already defined")
@@ -841,7 +843,7 @@ class Elaborator:
         for name in set(names):
             if names.count(name) > 1:
                 raise LiftSyntaxError(f"function {name} is defined twice", next(f.span for f in functions if f.name == name))
-        return Program(tuple(functions), tuple(tuning), sfile.filename), scope
+        return Program(tuple(functions), tuple(tuning), sfile.filename, tuple(docs)), scope
 
 
 # ------------------------------------------------------------------------------------------------ helpers

@@ -286,6 +286,8 @@ class Program:
     functions: tuple[Function, ...]
     tuning_params: tuple[str, ...] = ()
     filename: str = field(default="<string>", compare=False)
+    # what each tuning parameter controls, as its declaration says: (name, text) pairs
+    param_docs: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     #: size conditions the program relies on beyond what its types say (:class:`~liftpy.constraints.Constraint`),
     #: added by rewrites with symbolic parameters (a tiling needs its tiles to cover the input); the type
     #: checker records them with the program's other constraints

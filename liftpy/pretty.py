@@ -41,7 +41,8 @@ def pretty(program: Program | Node) -> str:
         return pretty_expr(program)
     out: list[str] = []
     if program.tuning_params:
-        out.append("param " + ", ".join(program.tuning_params))
+        docs = dict(program.param_docs)
+        out.append("param " + ", ".join(f'{p} "{docs[p]}"' if docs.get(p) else p for p in program.tuning_params))
         out.append("")
     seen: dict[str, UserFun] = {}
     for fun in program.functions:

@@ -131,6 +131,7 @@ class SBlock(S):
 @dataclass(frozen=True)
 class SParamDecl(S):
     names: tuple[str, ...]
+    docs: tuple[str, ...] = ()  # what each parameter controls ("" when not said)
     span: Span | None = field(default=None, **_META)
 
 
@@ -296,8 +297,12 @@ class _Builder(lark.Transformer):
         return children[0]
 
     @lark.v_args(meta=True)
-    def param_decl(self, meta, names):
-        return SParamDecl(tuple(str(n) for n in names), self._span(meta))
+    def param_decl(self, meta, items):
+        return SParamDecl(tuple(n for n, _ in items), tuple(d for _, d in items), self._span(meta))
+
+    def param_item(self, children):
+        name, doc = children
+        return str(name), str(doc)[1:-1] if doc is not None else ""
 
     @lark.v_args(meta=True)
     def def_fun(self, meta, children):

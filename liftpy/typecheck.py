@@ -264,24 +264,19 @@ def typecheck(program: Program, sizes: Mapping[str, object] | None = None) -> Ty
     if sizes:
         program = specialize(program, sizes)
     checker = Checker()
+    for assumption in program.assumptions:  # first: a broken one explains the type errors it would cause
+        if assumption.decide() is False:
+            raise SizeError(f"{assumption.reason}: {assumption.text} does not hold", assumption.span)
+        checker.require(assumption, assumption)
     functions, types, bindings = [], {}, {}
     for fun in program.functions:
         typed, fun_type, names = check_function(fun, checker)
         functions.append(typed)
         types[fun.name] = fun_type
         bindings[fun.name] = names
-    for assumption in program.assumptions:
-        checker.require(assumption, _AssumptionSite(assumption.span))
     typed_program = dataclasses.replace(program, functions=tuple(functions))
     unique = tuple(dict.fromkeys(checker.constraints))
     return TypedProgram(typed_program, types, unique, bindings)
-
-
-@dataclass(frozen=True)
-class _AssumptionSite:
-    """Where a program's assumption came from, for the error when concrete sizes break it."""
-
-    span: object
 
 
 def size_bindings(program: Program, sizes: Mapping[str, object]) -> dict[str, int]:

@@ -1,0 +1,91 @@
+"""Named convolution layers: the nine unique layers of VGG-16, as in the paper's table 3."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """A convolution layer's shape: input C x H x W, K kernels of kh x kw, stride and padding
+    (top, bottom, left, right), batch size."""
+
+    name: str
+    channels: int
+    height: int
+    width: int
+    kernels: int
+    kernel_height: int
+    kernel_width: int
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int, int, int] = (1, 1, 1, 1)
+    batch: int = 1
+
+    @property
+    def out_height(self) -> int:
+        top, bottom, _, _ = self.padding
+        return (self.height + top + bottom - self.kernel_height) // self.stride[0] + 1
+
+    @property
+    def out_width(self) -> int:
+        _, _, left, right = self.padding
+        return (self.width + left + right - self.kernel_width) // self.stride[1] + 1
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds counted as two operations, bias included as one add per output."""
+        outputs = self.batch * self.kernels * self.out_height * self.out_width
+        return outputs * (2 * self.channels * self.kernel_height * self.kernel_width)
+
+    def scaled(self, factor: int, min_channels: int = 1) -> "ConvLayer":
+        """A smaller layer of the same kind (for fast tests): channels, kernels and spatial sizes divided."""
+        return ConvLayer(
+            f"{self.name}/{factor}",
+            max(min_channels, self.channels // factor),
+            max(self.kernel_height, self.height // factor),
+            max(self.kernel_width, self.width // factor),
+            max(1, self.kernels // factor),
+            self.kernel_height,
+            self.kernel_width,
+            self.stride,
+            self.padding,
+            self.batch,
+        )
+
+    def describe(self) -> str:
+        return (f"{self.name}: input {self.channels}x{self.height}x{self.width}, {self.kernels} kernels "
+                f"{self.kernel_height}x{self.kernel_width}, stride {self.stride}, padding {self.padding}")
+
+
+def _vgg(index: int, channels: int, size: int, kernels: int) -> ConvLayer:
+    return ConvLayer(f"vgg16.{index}", channels, size, size, kernels, 3, 3)
+
+
+#: The nine unique convolution layers of VGG-16 (paper, table 3), named by their index in the network.
+VGG16 = {
+    layer.name: layer
+    for layer in [
+        _vgg(0, 3, 224, 64),
+        _vgg(2, 64, 224, 64),
+        _vgg(5, 64, 112, 128),
+        _vgg(7, 128, 112, 128),
+        _vgg(10, 128, 56, 256),
+        _vgg(12, 256, 56, 256),
+        _vgg(17, 256, 28, 512),
+        _vgg(19, 512, 28, 512),
+        _vgg(24, 512, 14, 512),
+    ]
+}
+
+NETWORKS = {"vgg16": VGG16}
+
+
+def layer(name: str) -> ConvLayer:
+    """A named layer such as ``"vgg16.7"``."""
+    for layers in NETWORKS.values():
+        if name in layers:
+            return layers[name]
+    known = ", ".join(n for layers in NETWORKS.values() for n in layers)
+    raise InputError(f"unknown layer {name!r} (known: {known})")
