@@ -201,6 +201,7 @@ class KernelEmitter:
         self.code = Code()
         self.local_decls: list[Memory] = []
         self.user_funs: dict[str, UserFun] = {}
+        self.helpers: dict[str, str] = {}  # OpenCL helper functions the kernel calls, by name
         self.barriers = 0
 
     # -------------------------------------------------------------------------------- binding
@@ -256,7 +257,12 @@ class KernelEmitter:
                 return ConstView(node.args[0].value, node.type)
             if node.name == "dot":
                 a, b = (self.value(x, level).read(()) for x in node.args)
-                if isinstance(node.args[0].type, VectorType):
+                t = node.args[0].type
+                if isinstance(t, VectorType) and t.width.as_int() > 4:  # OpenCL's dot stops at float4
+                    name = f"liftpy_dot{t.width.as_int()}"
+                    self.helpers[name] = _wide_dot(name, t.width.as_int())
+                    return ScalarView(CExpr(f"{name}(", a, ", ", b, ")", atomic=True), node.type)
+                if isinstance(t, VectorType):
                     return ScalarView(CExpr("dot(", a, ", ", b, ")", atomic=True), node.type)
                 return ScalarView(CExpr(a.paren(), " * ", b.paren()), node.type)
             if node.name == "vectorize":
@@ -566,6 +572,15 @@ def annotated_space(node: Node) -> str | None:
     if isinstance(node, Let):
         return annotated_space(node.body)
     return None
+
+
+def _wide_dot(name: str, width: int) -> str:
+    """dot for float8/float16 (OpenCL's builtin takes at most four lanes): the products, summed by halves."""
+    half = width // 2
+    inner = "dot" if half <= 4 else f"liftpy_dot{half}"
+    prelude = _wide_dot(inner, half) + "\n" if half > 4 else ""
+    return (f"{prelude}float {name}(float{width} a, float{width} b) {{\n"
+            f"    return {inner}(a.lo, b.lo) + {inner}(a.hi, b.hi);\n}}\n")
 
 
 def _base_name(node: Node) -> str:
