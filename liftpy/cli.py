@@ -254,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
 
     add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)
+
+    from .rewrite.cli import add_commands  # liftpy rewrite, liftpy explore
+
+    add_commands(sub)
     return parser
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from .. import arith
 from ..arith import Expr
@@ -360,7 +360,7 @@ class Matcher:
         if kind is None:
             if name in self.pattern_binders:  # a variable the pattern itself binds
                 actual = b.get(name)
-                if actual is not None and pattern_value(actual) == n and _same_names(actual, n):
+                if actual is not None and _same_names(actual, n):
                     yield b
             elif isinstance(n, Var) and n.name == name:
                 yield b
@@ -491,6 +491,17 @@ def match_static(p, a, b: Bindings) -> Bindings | None:
     if isinstance(p, Type):
         return match_type(p, a, b) if isinstance(a, Type) else None
     return b if p == a else None
+
+
+def static_size_names(p) -> frozenset[str]:
+    """The size names in a primitive's static parameter (a size, a type, an index function; none in a dim)."""
+    if isinstance(p, Expr):
+        return p.var_names()
+    if isinstance(p, Type):
+        return p.size_names()
+    if isinstance(p, IndexFun):
+        return frozenset().union(*(x.var_names() for x in p.params))
+    return frozenset()
 
 
 def size_pattern_names(e: Expr) -> frozenset[str]:
