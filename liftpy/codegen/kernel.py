@@ -249,8 +249,16 @@ class KernelEmitter:
             if prim.level == "layout":
                 return prim.view(self, node, level)
             if is_layout_map(node):
-                f = node.args[0]
-                return MapView(self.value(node.args[1], level), node.type, lambda elem: self.apply_value(f, elem, level))
+                f, scope = node.args[0], dict(self.env)  # elements are built when read: keep this scope
+
+                def element(elem: View) -> View:
+                    saved, self.env = self.env, scope
+                    try:
+                        return self.apply_value(f, elem, level)
+                    finally:
+                        self.env = saved
+
+                return MapView(self.value(node.args[1], level), node.type, element)
             if node.name == "id":
                 return self.value(node.args[0], level)
             if node.name == "Value":
@@ -539,6 +547,8 @@ def is_layout_map(node: Node) -> bool:
 def _layout_body(node: Node) -> bool:
     if isinstance(node, Var):
         return True
+    if isinstance(node, Tuple):
+        return all(_layout_body(e) for e in node.elems)
     if isinstance(node, Let):
         return _layout_body(node.value) and _layout_body(node.body)
     if isinstance(node, Prim):
