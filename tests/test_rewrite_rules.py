@@ -7,7 +7,10 @@ all one-step applications of the rule under test (``explore(..., depth=1)``) and
 interpreter against the original.
 """
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
@@ -439,9 +442,33 @@ def test_every_rule_of_the_catalogue_is_tested():
 
 
 # ------------------------------------------------------------------------------------------------ on PoCL
-# TODO(lead): check the lowering rules on PoCL through the code generator (issue 3). For each lowered program
-# below -- `lower_to_opencl` applied to examples/stencil2d.lift, examples/conv_layer.lift and to both after
-# `topDown(rules.tile2D(4, 4))`, and the programs of test_map_lowering / test_memory_placement after their
-# rule -- generate OpenCL, run it on PoCL (@pytest.mark.opencl) and compare with liftpy.evaluate of the
-# original program. The rewrite side is ready: liftpy.rewrite.strategies.lower_to_opencl(program).program is
-# the low-level program to compile.
+# The lowering rules checked on PoCL: programs lowered by lower_to_opencl (alone and after tiling) are
+# compiled, run on the default OpenCL device, and compared with the interpreter on the original program.
+LOWERED_ON_POCL = [
+    ("stencil2d.lift", {"width": 14, "height": 10}, None),
+    ("stencil2d.lift", {"width": 14, "height": 10}, (4, 4)),
+    ("conv_layer.lift", {"padSize": (1, 1, 1, 1), "kernelStride": (1, 1)}, None),
+    ("conv_layer.lift", {"padSize": (1, 1, 1, 1), "kernelStride": (1, 1)}, (4, 4)),
+]
+
+
+@pytest.mark.parametrize("name, sizes, tile", LOWERED_ON_POCL)
+def test_lowered_programs_run_on_pocl(name, sizes, tile):
+    from liftpy.rewrite import strategies, topDown
+
+    program = liftpy.load(Path(__file__).parent.parent / "examples" / name)
+    rng = np.random.default_rng(7)
+    if name == "conv_layer.lift":
+        inputs = {"kernelsWeights": rng.standard_normal((4, 3, 3, 2)).astype(np.float32),
+                  "kernelsBiases": rng.standard_normal(4).astype(np.float32),
+                  "inputData": rng.standard_normal((10, 10, 2)).astype(np.float32)}
+        sizes = dict(sizes, numKernels=4, kernelHeight=3, kernelWidth=3, inputChannels=2, inputHeight=10, inputWidth=10)
+    else:
+        inputs = {"weights": rng.standard_normal((3, 3)).astype(np.float32),
+                  "inputData": rng.standard_normal((sizes["height"], sizes["width"])).astype(np.float32)}
+    expected = liftpy.evaluate(program, inputs, sizes)
+    if tile is not None:
+        program = topDown(rules.tile2D(*tile))(program).program
+    lowered = strategies.lower_to_opencl(program).program
+    result = liftpy.compile(lowered, sizes).run(inputs)
+    np.testing.assert_allclose(result.output, expected, rtol=1e-4, atol=1e-4)
