@@ -190,6 +190,67 @@ def cmd_params(args) -> int:
     return 0
 
 
+def _shape(text: str, what: str, count: int) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        values = ()
+    if len(values) != count:
+        raise InputError(f"--{what} expects {'x'.join(['N'] * count)}, got {text!r}")
+    return values
+
+
+def cmd_conv(args) -> int:
+    from .codegen.host import write_program
+    from .nn import conv as nnconv
+    from .nn.layers import layer as named_layer
+
+    if args.layer:
+        layer = named_layer(args.layer)
+        if args.batch != 1:
+            import dataclasses
+
+            layer = dataclasses.replace(layer, batch=args.batch)
+    else:
+        if not args.input or not args.kernels:
+            raise InputError("give --layer NAME, or --input CxHxW and --kernels KxKHxKW")
+        stride = _shape(args.stride, "stride", 1) * 2 if "x" not in args.stride else _shape(args.stride, "stride", 2)
+        padding = [int(p) for p in args.padding.split(",")]
+        layer = nnconv.make_layer(_shape(args.input, "input", 3), _shape(args.kernels, "kernels", 3), stride,
+                                  padding[0] if len(padding) == 1 else padding, batch=args.batch)
+    config = None
+    if args.config:
+        config = {}
+        for item in args.config:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise InputError(f"--config expects NAME=VALUE, got {item!r}")
+            try:
+                config[name.strip()] = int(value)
+            except ValueError:
+                raise InputError(f"--config {name}: expected an integer, got {value!r}") from None
+    plan = nnconv.plan(layer, config, device=args.device, algorithm=args.algorithm)
+    rng = np.random.default_rng(args.seed)
+    x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
+    w = (rng.standard_normal((layer.kernels, layer.channels, layer.kernel_height, layer.kernel_width)) /
+         np.sqrt(layer.channels * layer.kernel_height * layer.kernel_width)).astype(np.float32)
+    b = rng.standard_normal(layer.kernels).astype(np.float32)
+    result = plan.run(x, w, b, repeat=args.repeat, warmup=1, check=True)
+    print(layer.describe() + f", batch {layer.batch}")
+    print(f"algorithm {plan.algorithm}, configuration {plan.config}, device {plan.executable.device.name.strip()}")
+    for stage, ms in result.stage_ms.items():
+        print(f"  {stage:10} {ms:9.3f} ms")
+    print(f"total kernel time {result.kernel_ms:.3f} ms (median of {args.repeat}), "
+          f"{result.gflops(layer):.1f} GFLOP/s")
+    print(f"memory: {plan.memory_bytes / 2**20:.1f} MiB (im2col + GEMM: {plan.im2col_bytes / 2**20:.1f} MiB, "
+          f"x{plan.im2col_bytes / plan.memory_bytes:.2f})")
+    print(f"checked against the float64 reference: max relative error {result.max_error:.2e}")
+    if args.output:
+        for path in write_program(plan.executable.generated, args.output):
+            print(f"wrote {path}")
+    return 0
+
+
 def cmd_devices(args) -> int:
     from .runtime import get_device, list_devices
 
@@ -252,6 +313,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--require", action="append", metavar="NAME:CONDITION", help="add a constraint, e.g. 'v4:v == 4'")
     p.add_argument("--sample", type=int, default=0, metavar="N", help="print N random valid configurations")
     p.add_argument("--seed", type=int, default=0)
+
+    p = add("conv", "run one convolution layer on the device, checked against the reference", cmd_conv)
+    p.add_argument("--layer", help="a named layer: vgg16.0, vgg16.2, ... vgg16.24")
+    p.add_argument("--input", help="input channels x height x width, e.g. 64x224x224")
+    p.add_argument("--kernels", help="kernels x height x width, e.g. 64x3x3")
+    p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
+    p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--algorithm", choices=["direct", "paper"], help="the pipeline (default: direct)")
+    p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
+    p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", help="directory for the kernels' .cl files and a standalone host script")
 
     add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)
 

@@ -55,10 +55,9 @@ class DeviceProfile:
 
     @classmethod
     def from_device(cls, device, private_mem_budget: int = 1024) -> "DeviceProfile":
-        from .runtime import device_info, get_device
+        from .runtime import DeviceInfo, device_info, get_device
 
-        info = device if hasattr(device, "max_work_item_sizes") and hasattr(device, "platform") else None
-        info = info or device_info(get_device(device))
+        info = device if isinstance(device, DeviceInfo) else device_info(get_device(device))
         return cls(info.name, info.max_work_group_size, tuple(info.max_work_item_sizes), info.local_mem_size,
                    info.max_mem_alloc_size, private_mem_budget, info.kind, info.preferred_vector_width_float)
 

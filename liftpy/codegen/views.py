@@ -117,6 +117,8 @@ class MemView(View):
     def read(self, path):
         offset, rest = self.offset(path)
         ref = CExpr(self.mem.ref(offset), atomic=True)
+        if _is_width_one(self.mem.leaf):
+            return ref  # a vector of one lane is a scalar in C
         return _lane(ref, rest, self.mem)
 
     def address(self, path):
@@ -124,6 +126,10 @@ class MemView(View):
         if rest:
             return None
         return self.mem, offset
+
+
+def _is_width_one(t: Type) -> bool:
+    return isinstance(t, VectorType) and t.width.as_int() == 1
 
 
 def _lane(value: CExpr, rest: Path, mem: Memory | None = None) -> CExpr:
@@ -145,6 +151,8 @@ class ScalarView(View):
         self.expr, self.type = expr, t
 
     def read(self, path):
+        if _is_width_one(self.type):
+            return self.expr
         return _lane(self.expr, path)
 
 
@@ -440,7 +448,7 @@ class MemDest(Dest):
 
     def write(self, code, path, value):
         offset, rest = self.view.offset(path)
-        if rest:
+        if rest and not _is_width_one(self.mem.leaf):
             (lane,) = rest
             k = lane.lane.as_int()
             code.line(CExpr(self.mem.ref(offset), atomic=True).paren(), f".s{k:x} = ", value, ";")
@@ -557,9 +565,9 @@ class AsScalarDest(Dest):
     def write(self, code, path, value):
         i, rest = _split_index(path, "asScalar")
         v = self.width.as_int()
-        if rest:
-            (lane,) = rest
-            self.inner.write(code, (Index(i * v + lane.lane),), value)
+        if rest or v == 1:
+            lane = rest[0].lane if rest else 0
+            self.inner.write(code, (Index(i * v + lane),), value)
             return
         first = self.inner.address((Index(i * v),))
         if first is not None and first[0].space != "private" and all(

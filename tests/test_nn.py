@@ -1,0 +1,169 @@
+"""liftpy.nn.conv2d: PyTorch's conv2d semantics, every configuration checked against independent references."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import liftpy.nn as nn
+from liftpy.errors import ConstraintError, InputError
+from liftpy.nn.layers import VGG16
+
+from .reference import conv2d_hwc
+
+
+def reference_nchw(x, w, b, stride, padding):
+    """tests/reference.py's loop convolution, applied image by image in its HWC layout."""
+    out = [conv2d_hwc(img.transpose(1, 2, 0), w.transpose(0, 2, 3, 1), b, stride, padding) for img in x]
+    return np.stack(out)
+
+
+def random_layer_arrays(rng, n, c, h, w, k, kh, kw):
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    weights = (rng.standard_normal((k, c, kh, kw)) / np.sqrt(c * kh * kw)).astype(np.float32)
+    bias = rng.standard_normal(k).astype(np.float32)
+    return x, weights, bias
+
+
+def assert_matches(out, expected):
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-4 * scale)
+
+
+@st.composite
+def small_layers(draw):
+    kh, kw = draw(st.integers(1, 7)), draw(st.integers(1, 7))
+    top, bottom, left, right = (draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, kh - top - bottom), 20))
+    w = draw(st.integers(max(1, kw - left - right), 20))
+    return dict(n=draw(st.integers(1, 3)), c=draw(st.integers(1, 16)), h=h, w=w, k=draw(st.integers(1, 16)),
+                kh=kh, kw=kw, stride=(draw(st.integers(1, 4)), draw(st.integers(1, 4))),
+                padding=(top, bottom, left, right))
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "paper"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layer=small_layers(), seed=st.integers(0, 1000))
+def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
+    rng = np.random.default_rng(seed)
+    x, w, b = random_layer_arrays(rng, layer["n"], layer["c"], layer["h"], layer["w"], layer["k"], layer["kh"], layer["kw"])
+    space = nn.conv_space(input=(layer["c"], layer["h"], layer["w"]), kernels=(layer["k"], layer["kh"], layer["kw"]),
+                          stride=layer["stride"], padding=layer["padding"], batch=layer["n"], algorithm=algorithm)
+    configs = space.sample(20, seed=seed)
+    assert configs, space.describe()
+    config = configs[seed % len(configs)]
+    out = nn.conv2d(x, w, b, stride=layer["stride"], padding=layer["padding"], config=config, algorithm=algorithm)
+    assert_matches(out, reference_nchw(x, w, b, layer["stride"], layer["padding"]))
+
+
+SCALED = [(name, algorithm) for name in VGG16 for algorithm in ("direct", "paper")]
+
+
+@pytest.mark.parametrize("name, algorithm", SCALED, ids=[f"{n}-{a}" for n, a in SCALED])
+def test_scaled_down_vgg16_layers(name, algorithm):
+    layer = VGG16[name].scaled(8, min_channels=3)  # channels, kernels and spatial sizes divided by 8
+    rng = np.random.default_rng(len(name))
+    x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
+    expected = reference_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
+    space = nn.conv_space(layer, algorithm=algorithm)
+    for config in space.sample(2, seed=7):
+        out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm)
+        assert_matches(out, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(VGG16))
+def test_full_size_vgg16_layers(name):
+    """Three random valid configurations per layer at full size (a long test: -m slow)."""
+    layer = VGG16[name]
+    rng = np.random.default_rng(0)
+    x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
+    from liftpy.nn.reference import conv2d_reference
+
+    expected = conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1))
+    for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
+        assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config), expected)
+
+
+def test_default_configuration_and_pytorch_style_arguments():
+    rng = np.random.default_rng(3)
+    x, w, b = random_layer_arrays(rng, 2, 5, 11, 9, 6, 3, 2)
+    for stride, padding, torch_padding in [(1, 1, (1, 1, 1, 1)), ((2, 1), (1, 2), (1, 1, 2, 2)),
+                                           (3, (0, 2, 1, 0), (0, 2, 1, 0))]:
+        out = nn.conv2d(x, w, b, stride=stride, padding=padding)
+        s = stride if isinstance(stride, tuple) else (stride, stride)
+        assert_matches(out, reference_nchw(x, w, b, s, torch_padding))
+    no_bias = nn.conv2d(x, w, None, stride=1, padding=0)
+    assert_matches(no_bias, reference_nchw(x, w, np.zeros(6, np.float32), (1, 1), (0, 0, 0, 0)))
+
+
+def test_non_contiguous_arrays_are_accepted():
+    rng = np.random.default_rng(4)
+    x, w, b = random_layer_arrays(rng, 1, 4, 8, 8, 4, 3, 3)
+    x_t = np.asfortranarray(x)
+    w_view = np.ascontiguousarray(w[:, :, ::-1, :])[:, :, ::-1, :]  # a negatively strided view
+    assert not w_view.flags.c_contiguous
+    assert_matches(nn.conv2d(x_t, w_view, b, padding=1), reference_nchw(x, w, b, (1, 1), (1, 1, 1, 1)))
+
+
+BAD_CALLS = [
+    ("mismatched channels", dict(x=(1, 3, 8, 8), w=(4, 2, 3, 3)), {}, InputError, "expect 2 input channels, the input has 3"),
+    ("kernel larger than the padded input", dict(x=(1, 2, 4, 4), w=(4, 2, 7, 7)), {"padding": 1}, InputError,
+     "larger than the padded input"),
+    ("negative padding", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"padding": -1}, InputError, "cannot be negative"),
+    ("wrong dtype", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3), dtype=np.float64), {}, InputError, "dtype float64"),
+    ("wrong rank", dict(x=(2, 8, 8), w=(4, 2, 3, 3)), {}, InputError, "must have 4 dimensions"),
+    ("bias of the wrong length", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3), b=3), {}, InputError, "b must have shape (4,)"),
+    ("dilation", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"dilation": 2}, InputError, "not supported yet"),
+    ("groups", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"groups": 2}, InputError, "not supported yet"),
+    ("zero stride", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"stride": 0}, InputError, "stride must be at least 1"),
+    ("invalid configuration", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": {"σ": 3, "κ": 3, "v": 2}},
+     ConstraintError, "not valid"),
+    ("unknown parameter", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": {"tile": 3}}, ConstraintError, "lacks"),
+]
+
+
+@pytest.mark.parametrize("name, shapes, kwargs, error, message", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_bad_calls_are_refused_clearly(name, shapes, kwargs, error, message):
+    dtype = shapes.get("dtype", np.float32)
+    x = np.zeros(shapes["x"], dtype)
+    w = np.zeros(shapes["w"], dtype)
+    b = np.zeros(shapes.get("b", shapes["w"][0]), np.float32)
+    with pytest.raises(error) as info:
+        nn.conv2d(x, w, b, **kwargs)
+    assert message in str(info.value) + " ".join(getattr(info.value, "notes", ()))
+
+
+def test_invalid_configuration_names_the_violated_constraints():
+    with pytest.raises(ConstraintError) as info:
+        nn.conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32), config={"σ": 3, "κ": 3, "v": 2})
+    notes = " ".join(info.value.notes)
+    assert "split@conv_direct.lift" in notes and "4 % κ == 0" in notes  # 3 kernels per group do not divide 4
+    assert "κ % v == 0" in notes  # nor does a vector width of 2 divide 3
+
+
+def test_memory_footprint_is_smaller_than_im2col():
+    plan = nn.plan(VGG16["vgg16.2"].scaled(2), algorithm="direct")
+    assert 0 < plan.memory_bytes < plan.im2col_bytes
+    names = {b[0] for b in plan.executable.buffers}
+    assert {"input", "weights", "biases", "padded", "output"} <= names
+
+
+def test_conv_space_by_name_and_by_shapes():
+    by_name = nn.conv_space("vgg16.7")
+    by_shape = nn.conv_space(input=(128, 112, 112), kernels=(128, 3, 3), stride=1, padding=1)
+    assert [p.name for p in by_name.parameters] == [p.name for p in by_shape.parameters] == ["σ", "κ", "v"]
+    assert by_name.sample(5, seed=0) == by_shape.sample(5, seed=0)
+    paper = nn.conv_space("vgg16.7", algorithm="paper")
+    assert [p.name for p in paper.parameters] == ["θh", "θw", "ρh", "ρw", "κ", "σ", "ω", "v"]
+    assert any(c.name == "tiles cover the rows" for c in paper.constraints)
+
+
+def test_conv_command(tmp_path, capsys):
+    from liftpy.cli import main
+
+    assert main(["conv", "--input", "8x12x10", "--kernels", "8x3x3", "--padding", "1", "--repeat", "2",
+                 "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "GFLOP/s" in out and "im2col" in out and "max relative error" in out
+    assert (tmp_path / "host.py").exists() and list(tmp_path.glob("*.cl"))
+    assert main(["conv", "--input", "8x12", "--kernels", "8x3x3"]) == 1
