@@ -49,5 +49,13 @@ def compile(program: Program, sizes=None, device=None, function: str | None = No
     return compile_program(program, sizes, device, function)
 
 
+def tune(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, **options):
+    """Auto-tune a convolution layer (a name such as "vgg16.7", or shapes): see liftpy.tuning.tune."""
+    from .tuning import tune as run
+
+    return run(layer_or_shapes, trials=trials, db=db, device=device, seed=seed, **options)
+
+
 __all__ = [
+    "tune",
     "compile","parse", "load", "typecheck", "evaluate", "pretty", "Program", "TypedProgram", "LiftError", "__version__"]

@@ -203,21 +203,8 @@ def _shape(text: str, what: str, count: int) -> tuple[int, ...]:
 def cmd_conv(args) -> int:
     from .codegen.host import write_program
     from .nn import conv as nnconv
-    from .nn.layers import layer as named_layer
 
-    if args.layer:
-        layer = named_layer(args.layer)
-        if args.batch != 1:
-            import dataclasses
-
-            layer = dataclasses.replace(layer, batch=args.batch)
-    else:
-        if not args.input or not args.kernels:
-            raise InputError("give --layer NAME, or --input CxHxW and --kernels KxKHxKW")
-        stride = _shape(args.stride, "stride", 1) * 2 if "x" not in args.stride else _shape(args.stride, "stride", 2)
-        padding = [int(p) for p in args.padding.split(",")]
-        layer = nnconv.make_layer(_shape(args.input, "input", 3), _shape(args.kernels, "kernels", 3), stride,
-                                  padding[0] if len(padding) == 1 else padding, batch=args.batch)
+    layer = _layer_from_args(args)
     config = None
     if args.config:
         config = {}
@@ -248,6 +235,86 @@ def cmd_conv(args) -> int:
     if args.output:
         for path in write_program(plan.executable.generated, args.output):
             print(f"wrote {path}")
+    return 0
+
+
+def _layer_from_args(args):
+    from .nn import conv as nnconv
+    from .nn.layers import layer as named_layer
+
+    if args.layer:
+        layer = named_layer(args.layer)
+        if getattr(args, "batch", 1) != 1:
+            import dataclasses
+
+            layer = dataclasses.replace(layer, batch=args.batch)
+        return layer
+    if not args.input or not args.kernels:
+        raise InputError("give --layer NAME, or --input CxHxW and --kernels KxKHxKW")
+    stride = _shape(args.stride, "stride", 1) * 2 if "x" not in args.stride else _shape(args.stride, "stride", 2)
+    try:
+        padding = [int(p) for p in args.padding.split(",")]
+    except ValueError:
+        raise InputError(f"--padding expects an int or top,bottom,left,right, got {args.padding!r}") from None
+    return nnconv.make_layer(_shape(args.input, "input", 3), _shape(args.kernels, "kernels", 3), stride,
+                             padding[0] if len(padding) == 1 else padding, batch=getattr(args, "batch", 1))
+
+
+def cmd_tune(args) -> int:
+    from .tuning import tune
+
+    layer = _layer_from_args(args)
+    print(f"tuning {layer.describe()} on the {'default device' if args.device is None else args.device}, "
+          f"{args.trials} trials, database {args.db}", file=sys.stderr)
+    trials = tune(layer, trials=args.trials, db=args.db, device=args.device, seed=args.seed,
+                  algorithm=args.algorithm, repeat=args.repeat, timeout=args.timeout)
+    ok = [t for t in trials if t.status == "ok"]
+    print(f"{len(trials)} trials in {args.db}: {len(ok)} correct, {len(trials) - len(ok)} failed")
+    if ok:
+        best = min(ok, key=lambda t: t.time_ms)
+        print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), "
+              f"{(best.memory_bytes or 0) / 2**20:.1f} MiB, {best.algorithm} {best.config}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from pathlib import Path
+
+    from .tuning.db import TuningDB
+    from .tuning.report import layer_report, network_report
+
+    if not Path(args.db).exists():
+        raise InputError(f"{args.db}: no such tuning database (make one with liftpy tune)")
+    db = TuningDB(args.db)
+    out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.network:
+        print(network_report(db, args.network, args.device, out_dir))
+    else:
+        print(layer_report(db, _layer_from_args(args), args.device, out_dir))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from pathlib import Path
+
+    from .codegen.host import write_program
+    from .nn import conv as nnconv
+    from .tuning.db import TuningDB
+
+    if not Path(args.db).exists():
+        raise InputError(f"{args.db}: no such tuning database (make one with liftpy tune)")
+    layer = _layer_from_args(args)
+    db = TuningDB(args.db)
+    best = db.best(layer, args.device)
+    if best is None:
+        raise InputError(f"{args.db} has no correct trial for {layer.describe()}")
+    plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
+    written = write_program(plan.executable.generated, args.output)
+    notes = Path(args.output) / "README.txt"
+    notes.write_text(nnconv.export_notes(plan, best))
+    for path in written + [notes]:
+        print(f"wrote {path}")
     return 0
 
 
@@ -327,6 +394,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", help="directory for the kernels' .cl files and a standalone host script")
+
+    def layer_options(p):
+        p.add_argument("--layer", help="a named layer: vgg16.0, vgg16.2, ... vgg16.24")
+        p.add_argument("--input", help="input channels x height x width, e.g. 3x227x227")
+        p.add_argument("--kernels", help="kernels x height x width, e.g. 96x11x11")
+        p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
+        p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
+        p.add_argument("--batch", type=int, default=1)
+        p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
+
+    p = add("tune", "auto-tune a convolution layer: measured random search, results in a database", cmd_tune)
+    layer_options(p)
+    p.add_argument("--trials", type=int, default=100, help="configurations to measure in total (resumes)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--algorithm", choices=["direct", "paper"], help="the pipeline (default: direct)")
+    p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per trial (the median is kept)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds before a trial counts as hung")
+
+    p = add("report", "the best configurations, failures and Pareto front of a tuning database", cmd_report)
+    layer_options(p)
+    p.add_argument("--network", help="a whole network (vgg16): per layer against the baselines")
+    p.add_argument("--device", help="only trials on this device (its name)")
+    p.add_argument("-o", "--output", help="directory for the PNG figures (default: beside the database)")
+
+    p = add("export", "write the best pipeline of a layer: its .cl files and a standalone host script", cmd_export)
+    layer_options(p)
+    p.add_argument("--device", help="only trials on this device (its name)")
+    p.add_argument("-o", "--output", default="best", help="directory (default: best)")
 
     add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)
 

@@ -182,6 +182,7 @@ class ConvResult:
     kernel_ms: float
     stage_ms: dict[str, float]
     max_error: float | None  # against the reference, when checked
+    runs_ms: tuple[float, ...] = ()  # every timed run's total
 
     def gflops(self, layer: ConvLayer) -> float:
         return layer.flops / (self.kernel_ms * 1e6)
@@ -243,19 +244,39 @@ class ConvPlan:
                 )
             self.checked = True
         stages = {name.rsplit("_", 1)[-1]: ms for name, ms in result.per_kernel_ms.items()}
-        return ConvResult(output, result.kernel_ms, stages, error)
+        return ConvResult(output, result.kernel_ms, stages, error, result.runs_ms)
 
 
 _PLANS: dict[tuple, ConvPlan] = {}
 
 
+def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
+    """The fastest correct configuration the tuning database knows for this layer and device, if any."""
+    from ..runtime import device_info
+    from ..tuning.db import TuningDB, default_db_path
+
+    path = db or default_db_path()
+    if not path or not __import__("pathlib").Path(path).exists():
+        return None
+    database = TuningDB(path)
+    try:
+        return database.best(layer, device_info(device).name, algorithm)
+    finally:
+        database.close()
+
+
 def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None, algorithm: str | None = None,
-         space: ParameterSpace | None = None) -> ConvPlan:
-    """Compile a layer's pipeline for a configuration (checked against the space; the default rule when None)."""
+         space: ParameterSpace | None = None, db=None) -> ConvPlan:
+    """Compile a layer's pipeline for a configuration (checked against the space). Without a configuration:
+    the best one the tuning database knows for this layer and device, else the default rule."""
     from ..runtime import compile as compile_program, get_device
 
-    algorithm = algorithm or DEFAULT_ALGORITHM
     dev = get_device(device)
+    if config is None and space is None:
+        known = best_known(layer, dev, algorithm, db)
+        if known is not None:
+            algorithm, config = known.algorithm, known.config
+    algorithm = algorithm or DEFAULT_ALGORITHM
     space = space or conv_space(layer, device=dev, algorithm=algorithm)
     if config is None:
         config = default_config(space, algorithm)
@@ -269,6 +290,20 @@ def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None,
         sizes = {**_sizes(layer, algorithm), **config}
         _PLANS[key] = ConvPlan(layer, algorithm, config, compile_program(algorithm_program(algorithm), sizes, dev))
     return _PLANS[key]
+
+
+def export_notes(plan: ConvPlan, trial=None) -> str:
+    """What a user of exported kernels needs to know: the inputs' layouts and the configuration."""
+    L = plan.layer
+    weights = ("grouped for vector loads: [K/κ][kh*kw*C][κ], i.e. w.transpose(0, 2, 3, 1).reshape(K // κ, κ, -1)"
+               ".transpose(0, 2, 1)" if plan.algorithm == "direct" else "K x kh x kw x C: w.transpose(0, 2, 3, 1)")
+    timing = f"measured: {trial.time_ms:.3f} ms on {trial.device}\n" if trial is not None else ""
+    return (f"liftpy {plan.algorithm} pipeline for {L.describe()}, batch {L.batch}\n"
+            f"configuration: {plan.config}\n{timing}"
+            f"inputs (float32 .npy): input = x in NCHW ({L.batch}, {L.channels}, {L.height}, {L.width}); "
+            f"weights {weights} from OIHW w; biases = b ({L.kernels},)\n"
+            f"output: ({L.batch * L.kernels}, {L.out_height}, {L.out_width}) = NCHW reshaped\n"
+            f"run: python host.py --input input=x.npy --input weights=w.npy --input biases=b.npy --output y.npy\n")
 
 
 def _check_arrays(x, w, b):
@@ -300,14 +335,16 @@ def _check_arrays(x, w, b):
 
 
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapping[str, int] | None = None,
-           device=None, algorithm: str | None = None) -> np.ndarray:
+           device=None, algorithm: str | None = None, db=None) -> np.ndarray:
     """``torch.nn.functional.conv2d`` for numpy arrays: x NCHW float32, w OIHW, b optional; stride an int or a
-    pair; padding an int, (h, w) or (top, bottom, left, right). Returns NCHW float32."""
+    pair; padding an int, (h, w) or (top, bottom, left, right). Returns NCHW float32. Without ``config``, the
+    best configuration in the tuning database (``db``, default $LIFTPY_TUNING_DB or
+    ~/.cache/liftpy/tuning.sqlite) for this layer and device, else the documented default rule."""
     if dilation not in (1, (1, 1)) or groups != 1:
         raise InputError("dilation and groups other than 1 are not supported yet")
     x, w, b = _check_arrays(x, w, b)
     layer = make_layer(x.shape[1:], (w.shape[0], w.shape[2], w.shape[3]), stride, padding, batch=x.shape[0])
-    return plan(layer, config, device, algorithm).run(x, w, b).output
+    return plan(layer, config, device, algorithm, db=db).run(x, w, b).output
 
 
 def flops(layer: ConvLayer) -> int:  # pragma: no cover - convenience

@@ -1,0 +1,79 @@
+"""VGG-16 end to end: tune each of the nine unique layers (or reuse the tuning database) and compare the
+best configuration with every baseline measured in the same run, layer by layer and in total.
+
+    python benchmarks/vgg16.py [--trials 30] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7]
+
+Baselines (benchmarks/baselines.py, hand-written and labelled): the naive direct OpenCL convolution on the
+same device, numpy im2col + GEMM, PyTorch's CPU conv2d when torch is installed. They are stored in the
+database too, so `liftpy report --db tuning.sqlite --network vgg16` shows them.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+import liftpy  # noqa: E402
+import liftpy.nn as nn  # noqa: E402
+from benchmarks.baselines import im2col_gemm, naive_opencl, torch_conv2d  # noqa: E402
+from liftpy.nn.reference import im2col_bytes  # noqa: E402
+from liftpy.runtime import device_info, get_device  # noqa: E402
+from liftpy.tuning import TuningDB  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=30, help="trials per layer (already measured ones count)")
+    parser.add_argument("--db", default="tuning.sqlite")
+    parser.add_argument("--layers", default=",".join(nn.VGG16))
+    parser.add_argument("--algorithm", default="direct")
+    args = parser.parse_args()
+    device = device_info(get_device()).name
+    rng = np.random.default_rng(0)
+    names = args.layers.split(",")
+    rows = []
+    for name in names:
+        layer = nn.VGG16[name]
+        print(f"{name}: tuning ({args.trials} trials)...", file=sys.stderr)
+        liftpy.tune(layer, trials=args.trials, db=args.db, algorithm=args.algorithm)
+        database = TuningDB(args.db)
+        best = database.best(layer, device)
+        x = rng.standard_normal((1, layer.channels, layer.height, layer.width)).astype(np.float32)
+        w = (rng.standard_normal((layer.kernels, layer.channels, 3, 3)) / np.sqrt(9 * layer.channels)).astype(np.float32)
+        b = rng.standard_normal(layer.kernels).astype(np.float32)
+        baselines = {}
+        _, baselines["naive OpenCL"] = naive_opencl(x, w, b, layer.stride, layer.padding, repeat=1)
+        _, baselines["numpy im2col"] = im2col_gemm(x, w, b, layer.stride, layer.padding)
+        _, torch_ms = torch_conv2d(x, w, b, layer.stride, layer.padding)
+        if torch_ms is not None:
+            baselines["PyTorch"] = torch_ms
+        for baseline, ms in baselines.items():
+            database.record_baseline(layer, device, baseline, ms, None)
+        database.close()
+        rows.append((name, layer, best, baselines))
+    columns = list(rows[0][3])
+    print(f"{'layer':9} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10}"
+          + "".join(f" {c + ' ms':>16} {'ratio':>6}" for c in columns))
+    totals = {c: 0.0 for c in columns}
+    total = 0.0
+    for name, layer, best, baselines in rows:
+        total += best.time_ms
+        im2col = im2col_bytes(1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3,
+                              layer.out_height, layer.out_width) / 2**20
+        line = (f"{name:9} {best.time_ms:9.2f} {layer.flops / best.time_ms / 1e6:8.1f} "
+                f"{best.memory_bytes / 2**20:6.1f} {im2col:10.1f}")
+        for c in columns:
+            totals[c] += baselines[c]
+            line += f" {baselines[c]:16.2f} {baselines[c] / best.time_ms:6.2f}"
+        print(line)
+    print(f"{'total':9} {total:9.2f} {'':8} {'':6} {'':10}"
+          + "".join(f" {totals[c]:16.2f} {totals[c] / total:6.2f}" for c in columns))
+    print(f"ratio = baseline time / liftpy time (higher: liftpy faster); {args.trials} trials per layer; device {device}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The tuning database: one SQLite file, a row per trial, written as each trial finishes.
+
+Nothing is lost on a crash or Ctrl-C: every trial is committed on its own. The schema is versioned
+(``meta.schema_version``); a database of another version is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from ..errors import InputError
+from ..nn.layers import ConvLayer
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    layer TEXT NOT NULL,            -- the layer's shape, see layer_key()
+    layer_name TEXT NOT NULL,       -- vgg16.7, or '' for a layer given by its shape
+    algorithm TEXT NOT NULL,
+    config TEXT NOT NULL,           -- JSON, keys sorted
+    device TEXT NOT NULL,
+    driver TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    liftpy_version TEXT NOT NULL,
+    status TEXT NOT NULL,           -- ok | wrong | build_error | runtime_error | codegen_error | timeout | crash
+    cause TEXT NOT NULL,            -- why, for every status but ok
+    time_ms REAL,                   -- median over repeats of the sum of the pipeline's kernel times
+    times_ms TEXT,                  -- JSON: every repeat's total
+    stage_ms TEXT,                  -- JSON: median per kernel
+    memory_bytes INTEGER,           -- global memory the pipeline allocates
+    max_error REAL,                 -- relative to the float64 reference
+    source_hashes TEXT,             -- JSON: kernel name -> sha256 of its OpenCL source
+    seconds REAL,                   -- wall time of the whole trial (generate, build, run, check)
+    created TEXT NOT NULL,
+    UNIQUE (layer, algorithm, config, device)
+);
+CREATE TABLE IF NOT EXISTS baselines (
+    layer TEXT NOT NULL,
+    device TEXT NOT NULL,
+    name TEXT NOT NULL,
+    time_ms REAL NOT NULL,
+    memory_bytes INTEGER,
+    created TEXT NOT NULL,
+    PRIMARY KEY (layer, device, name)
+);
+"""
+
+
+def layer_key(layer: ConvLayer) -> str:
+    """A layer's identity in the database: its shape, not its name."""
+    top, bottom, left, right = layer.padding
+    return (f"N{layer.batch} C{layer.channels} H{layer.height} W{layer.width} K{layer.kernels} "
+            f"k{layer.kernel_height}x{layer.kernel_width} s{layer.stride[0]}x{layer.stride[1]} "
+            f"p{top},{bottom},{left},{right}")
+
+
+def config_key(config: dict) -> str:
+    return json.dumps({k: int(v) for k, v in sorted(config.items())}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Trial:
+    layer: str
+    layer_name: str
+    algorithm: str
+    config: dict
+    device: str
+    status: str
+    cause: str
+    time_ms: float | None
+    memory_bytes: int | None
+    max_error: float | None
+    stage_ms: dict
+    seconds: float | None
+
+
+class TuningDB:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30)
+            self.conn.executescript(_SCHEMA)
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"{self.path}: not a liftpy tuning database ({e})") from None
+        if row is None:
+            self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.conn.commit()
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise InputError(f"{self.path}: tuning database schema {row[0]}, this liftpy reads {SCHEMA_VERSION}")
+
+    def close(self):
+        self.conn.close()
+
+    # -------------------------------------------------------------------------------- writing
+    def record(self, layer: ConvLayer, algorithm: str, config: dict, device: dict, result: dict) -> None:
+        """Store one finished trial and commit it at once."""
+        from .. import __version__
+
+        self.conn.execute(
+            "INSERT OR REPLACE INTO trials (layer, layer_name, algorithm, config, device, driver, platform, "
+            "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
+            "seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (layer_key(layer), layer.name if "." in layer.name else "", algorithm, config_key(config),
+             device["name"], device["driver"], device["platform"], __version__, result["status"],
+             result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
+             json.dumps(result.get("stage_ms", {})), result.get("memory_bytes"), result.get("max_error"),
+             json.dumps(result.get("source_hashes", {})), result.get("seconds"),
+             time.strftime("%Y-%m-%d %H:%M:%S")),
+        )
+        self.conn.commit()
+
+    def record_baseline(self, layer: ConvLayer, device: str, name: str, time_ms: float, memory_bytes: int | None):
+        self.conn.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
+                          (layer_key(layer), device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
+        self.conn.commit()
+
+    # -------------------------------------------------------------------------------- reading
+    def measured(self, layer: ConvLayer, algorithm: str, device: str) -> set[str]:
+        rows = self.conn.execute("SELECT config FROM trials WHERE layer = ? AND algorithm = ? AND device = ?",
+                                 (layer_key(layer), algorithm, device))
+        return {r[0] for r in rows}
+
+    def trials(self, layer: ConvLayer | None = None, device: str | None = None, status: str | None = None,
+               algorithm: str | None = None) -> list[Trial]:
+        query, args = "SELECT layer, layer_name, algorithm, config, device, status, cause, time_ms, memory_bytes, " \
+                      "max_error, stage_ms, seconds FROM trials WHERE 1", []
+        for column, value in (("layer", layer_key(layer) if layer else None), ("device", device),
+                              ("status", status), ("algorithm", algorithm)):
+            if value is not None:
+                query += f" AND {column} = ?"
+                args.append(value)
+        out = []
+        for row in self.conn.execute(query + " ORDER BY id", args):
+            out.append(Trial(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7], row[8],
+                             row[9], json.loads(row[10] or "{}"), row[11]))
+        return out
+
+    def best(self, layer: ConvLayer, device: str | None = None, algorithm: str | None = None) -> Trial | None:
+        """The fastest correct trial; a wrong result never counts."""
+        ok = [t for t in self.trials(layer, device, "ok", algorithm) if t.time_ms is not None]
+        return min(ok, key=lambda t: t.time_ms) if ok else None
+
+    def baselines(self, layer: ConvLayer, device: str) -> dict[str, tuple[float, int | None]]:
+        rows = self.conn.execute("SELECT name, time_ms, memory_bytes FROM baselines WHERE layer = ? AND device = ?",
+                                 (layer_key(layer), device))
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def layers(self) -> list[tuple[str, str]]:
+        return list(self.conn.execute("SELECT DISTINCT layer, layer_name FROM trials ORDER BY id"))
+
+
+def default_db_path() -> Path:
+    """Where conv2d looks for tuning results: $LIFTPY_TUNING_DB, else ~/.cache/liftpy/tuning.sqlite."""
+    import os
+
+    return Path(os.environ.get("LIFTPY_TUNING_DB", Path.home() / ".cache" / "liftpy" / "tuning.sqlite"))
+
+
+def iter_ok(trials: Iterable[Trial]) -> list[Trial]:
+    return [t for t in trials if t.status == "ok" and t.time_ms is not None]

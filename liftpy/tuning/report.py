@@ -1,0 +1,149 @@
+"""Reports from a tuning database: the best configurations (the paper's table 4), failures by cause, the
+Pareto front of time against memory (figure 6), and a network's layers against the baselines (table 3,
+figure 5). Figures are PNG files made with matplotlib.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from ..nn.layers import NETWORKS, ConvLayer
+from .db import Trial, TuningDB, iter_ok, layer_key
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats in both coordinates (lower is better), by time."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front, best_memory = [], float("inf")
+    for i in order:
+        if points[i][1] < best_memory:
+            front.append(i)
+            best_memory = points[i][1]
+    return front
+
+
+def layer_report(db: TuningDB, layer: ConvLayer, device: str | None, out_dir: Path, top: int = 10) -> str:
+    trials = db.trials(layer, device)
+    if not trials:
+        return f"no trials for {layer.describe()} in {db.path}"
+    ok = sorted(iter_ok(trials), key=lambda t: t.time_ms)
+    lines = [f"{layer.describe()}: {len(trials)} trials, {len(ok)} correct"]
+    if ok:
+        lines.append(f"{'rank':>4} {'time ms':>9} {'GFLOP/s':>8} {'MiB':>7} {'algorithm':>9}  configuration")
+        for rank, t in enumerate(ok[:top], 1):
+            config = ", ".join(f"{k}={v}" for k, v in t.config.items())
+            lines.append(f"{rank:4} {t.time_ms:9.3f} {layer.flops / t.time_ms / 1e6:8.1f} "
+                         f"{(t.memory_bytes or 0) / 2**20:7.1f} {t.algorithm:>9}  {config}")
+    failures = Counter(t.status for t in trials if t.status != "ok")
+    if failures:
+        lines.append("failures by cause:")
+        for status, count in failures.most_common():
+            example = next(t for t in trials if t.status == status).cause.splitlines()[0][:120]
+            lines.append(f"  {status:14} {count:5}   e.g. {example}")
+    if ok:
+        path = out_dir / f"pareto-{_file_name(layer)}.png"
+        _pareto_figure(ok, layer, path)
+        lines.append(f"wrote {path}")
+    return "\n".join(lines)
+
+
+def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path) -> str:
+    from ..errors import InputError
+
+    if network not in NETWORKS:
+        raise InputError(f"unknown network {network!r} (known: {', '.join(NETWORKS)})")
+    rows = []
+    baseline_names: list[str] = []
+    for name, layer in NETWORKS[network].items():
+        best = db.best(layer, device)
+        baselines = db.baselines(layer, best.device if best else device or "")
+        for b in baselines:
+            if b not in baseline_names:
+                baseline_names.append(b)
+        rows.append((name, layer, best, baselines))
+    header = f"{'layer':9} {'best ms':>9} {'GFLOP/s':>8} {'MiB':>7}" + "".join(f" {b + ' ms':>14} {'x':>6}" for b in baseline_names)
+    lines = [header]
+    total = 0.0
+    totals = {b: 0.0 for b in baseline_names}
+    for name, layer, best, baselines in rows:
+        if best is None:
+            lines.append(f"{name:9} {'(not tuned)':>9}")
+            continue
+        total += best.time_ms
+        line = f"{name:9} {best.time_ms:9.3f} {layer.flops / best.time_ms / 1e6:8.1f} {(best.memory_bytes or 0) / 2**20:7.1f}"
+        for b in baseline_names:
+            if b in baselines:
+                ms = baselines[b][0]
+                totals[b] += ms
+                line += f" {ms:14.3f} {ms / best.time_ms:6.2f}"
+            else:
+                line += f" {'-':>14} {'':6}"
+        lines.append(line)
+    lines.append(f"{'total':9} {total:9.3f}" + " " * 17 + "".join(
+        f" {totals[b]:14.3f} {totals[b] / total if total else 0:6.2f}" for b in baseline_names))
+    tuned = [(name, layer, best, baselines) for name, layer, best, baselines in rows if best is not None]
+    if tuned:
+        path = out_dir / f"throughput-{network}.png"
+        _throughput_figure(tuned, baseline_names, path)
+        lines.append(f"wrote {path}")
+    return "\n".join(lines)
+
+
+def _file_name(layer: ConvLayer) -> str:
+    return layer.name if "." in layer.name else layer_key(layer).replace(" ", "_").replace(",", "-")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _pareto_figure(ok: list[Trial], layer: ConvLayer, path: Path):
+    plt = _pyplot()
+    points = [(t.time_ms, (t.memory_bytes or 0) / 2**20) for t in ok]
+    front = pareto_front(points)
+    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
+    ax.scatter([p[0] for p in points], [p[1] for p in points], s=10, alpha=0.5, label="configurations")
+    fx = [points[i][0] for i in front]
+    fy = [points[i][1] for i in front]
+    ax.step(fx, fy, where="post", color="crimson", label="Pareto front")
+    ax.scatter(fx, fy, s=24, color="crimson")
+    ax.set_xscale("log")
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("kernel time (ms, log scale)")
+    ax.set_ylabel("memory (MiB)")
+    ax.set_title(f"{layer.name}: time against memory")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _throughput_figure(rows, baseline_names, path: Path):
+    plt = _pyplot()
+    import numpy as np
+
+    names = [r[0] for r in rows]
+    series = {"liftpy": [r[1].flops / r[2].time_ms / 1e6 for r in rows]}
+    for b in baseline_names:
+        series[b] = [r[1].flops / r[3][b][0] / 1e6 if b in r[3] else 0.0 for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    width = 0.8 / len(series)
+    x = np.arange(len(names))
+    for i, (label, values) in enumerate(series.items()):
+        ax.bar(x + i * width, values, width, label=label)
+    ax.set_xticks(x + width * (len(series) - 1) / 2, names, rotation=30)
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title("throughput per layer")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

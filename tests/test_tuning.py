@@ -1,0 +1,155 @@
+"""The auto-tuner: trials measured in a worker, stored as they finish, resumable, wrong results never chosen."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import liftpy
+import liftpy.nn as nn
+from liftpy.cli import main
+from liftpy.tuning import TuningDB
+from liftpy.tuning.report import pareto_front
+
+from .reference import conv2d_hwc
+
+SMALL = dict(input_shape=(8, 12, 12), kernel_shape=(8, 3, 3), stride=1, padding=1)
+SMALL_ARGS = ["--input", "8x12x12", "--kernels", "8x3x3", "--padding", "1"]
+
+
+def rows(db_path):
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute("SELECT config, status, cause, time_ms, max_error, memory_bytes, source_hashes "
+                            "FROM trials").fetchall()
+
+
+def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
+    db = tmp_path / "t.sqlite"
+    first = liftpy.tune(SMALL, trials=6, db=db, seed=1, repeat=2, progress=False)
+    assert len(first) == 6
+    for t in first:
+        assert t.status == "ok" and t.time_ms > 0 and t.max_error < 1e-3 and t.memory_bytes > 0
+    assert all(json.loads(r[6]) for r in rows(db))  # kernel source hashes stored
+    again = liftpy.tune(SMALL, trials=9, db=db, seed=1, repeat=2, progress=False)
+    configs = [json.dumps(t.config, sort_keys=True) for t in again]
+    assert len(again) == 9 and len(set(configs)) == 9  # three new trials, none repeated
+    assert [t.config for t in again[:6]] == [t.config for t in first]
+
+
+def test_wrong_results_are_caught_and_never_chosen(tmp_path):
+    db = tmp_path / "t.sqlite"
+    space = nn.conv_space(nn.make_layer(**SMALL))
+    trials = liftpy.tune(SMALL, trials=25, db=db, seed=3, repeat=1, progress=False,
+                         fault="tests.faults:corrupt_narrow_vectors")
+    wrong = [t for t in trials if t.status == "wrong"]
+    assert wrong, "the sample should contain configurations with v == 2"
+    assert all(t.config["v"] == 2 and "differs from the reference" in t.cause for t in wrong)
+    assert all(t.status == "ok" for t in trials if t.config["v"] != 2)
+    database = TuningDB(db)
+    best = database.best(nn.make_layer(**SMALL))
+    assert best.config["v"] != 2 and best.status == "ok"
+    assert space.check(best.config)
+
+
+def test_hung_trials_are_recorded_and_the_search_goes_on(tmp_path):
+    db = tmp_path / "t.sqlite"
+    trials = liftpy.tune(SMALL, trials=2, db=db, seed=0, repeat=1, progress=False, timeout=0.05)
+    assert [t.status for t in trials] == ["timeout", "timeout"]
+    assert all("no result after" in t.cause for t in trials)
+
+
+def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
+    db = tmp_path / "t.sqlite"
+    command = [sys.executable, "-m", "liftpy.cli", "tune", *SMALL_ARGS, "--trials", "200", "--db", str(db),
+               "--repeat", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            time.sleep(0.5)
+            if db.exists() and len(rows(db)) >= 4:
+                break
+        os.killpg(process.pid, signal.SIGKILL)  # the tuner and its measuring worker, mid-run
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    before = rows(db)
+    assert len(before) >= 4
+    configs = [r[0] for r in before]
+    assert len(set(configs)) == len(configs)
+    assert all(r[1] == "ok" and r[3] > 0 for r in before)  # every stored trial is complete
+    assert main(["tune", *SMALL_ARGS, "--trials", str(len(before) + 3), "--db", str(db), "--repeat", "1"]) == 0
+    after = rows(db)
+    assert len(after) == len(before) + 3
+    assert [r[0] for r in after[: len(before)]] == configs
+    assert len({r[0] for r in after}) == len(after)
+
+
+def test_report_export_and_default_configuration(tmp_path, capsys):
+    db = tmp_path / "t.sqlite"
+    liftpy.tune(SMALL, trials=5, db=db, seed=2, repeat=2, progress=False)
+    assert main(["report", "--db", str(db), *SMALL_ARGS, "-o", str(tmp_path / "figures")]) == 0
+    out = capsys.readouterr().out
+    assert "5 trials, 5 correct" in out and "GFLOP/s" in out
+    assert list((tmp_path / "figures").glob("pareto-*.png"))
+
+    # conv2d without a configuration uses the best one the database knows
+    layer = nn.make_layer(**SMALL)
+    best = TuningDB(db).best(layer)
+    assert nn.plan(layer, db=db).config == best.config
+
+    # the exported pipeline runs on its own and matches the reference
+    out_dir = tmp_path / "best"
+    assert main(["export", "--db", str(db), *SMALL_ARGS, "-o", str(out_dir)]) == 0
+    capsys.readouterr()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    prepared = nn.plan(layer, best.config, algorithm=best.algorithm).prepare(x, w, b)
+    for name, array in prepared.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    result = subprocess.run(
+        [sys.executable, str(out_dir / "host.py"), *sum((["--input", f"{n}={tmp_path / (n + '.npy')}"]
+                                                         for n in prepared), []),
+         "--output", str(tmp_path / "y.npy"), "--repeat", "1"],
+        capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    y = np.load(tmp_path / "y.npy").reshape(1, 8, 12, 12)
+    expected = conv2d_hwc(x[0].transpose(1, 2, 0), w.transpose(0, 2, 3, 1), b, (1, 1), (1, 1, 1, 1))
+    np.testing.assert_allclose(y[0], expected, atol=1e-4 * max(1, np.abs(expected).max()))
+    assert "weights" in (out_dir / "README.txt").read_text()
+
+
+def test_network_report_against_baselines(tmp_path, capsys):
+    """The per-layer table and figure, from recorded trials and baselines (numbers put in by the test)."""
+    db = TuningDB(tmp_path / "t.sqlite")
+    device = {"name": "test device", "driver": "1", "platform": "test"}
+    for i, layer in enumerate(nn.VGG16.values()):
+        db.record(layer, "direct", {"σ": 4, "κ": 8, "v": 8}, device,
+                  {"status": "ok", "time_ms": 10.0 + i, "memory_bytes": 2**20 * (i + 1), "max_error": 1e-6})
+        db.record_baseline(layer, "test device", "naive OpenCL", 200.0 + i, None)
+    db.close()
+    assert main(["report", "--db", str(tmp_path / "t.sqlite"), "--network", "vgg16", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "vgg16.24" in out and "naive OpenCL ms" in out and "total" in out
+    assert (tmp_path / "throughput-vgg16.png").exists()
+
+
+def test_pareto_front():
+    points = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (1.5, 5.0)]
+    assert pareto_front(points) == [0, 1, 3]
+
+
+def test_refusing_a_bad_database(tmp_path):
+    path = tmp_path / "bad.sqlite"
+    path.write_text("not a database")
+    assert main(["report", "--db", str(path), *SMALL_ARGS]) == 1
