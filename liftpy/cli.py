@@ -277,15 +277,22 @@ def cmd_tune(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def _existing_db(path):
     from pathlib import Path
 
     from .tuning.db import TuningDB
+
+    if not Path(path).exists():
+        raise InputError(f"{path}: no such tuning database (make one with liftpy tune)")
+    return TuningDB(path)
+
+
+def cmd_report(args) -> int:
+    from pathlib import Path
+
     from .tuning.report import layer_report, network_report
 
-    if not Path(args.db).exists():
-        raise InputError(f"{args.db}: no such tuning database (make one with liftpy tune)")
-    db = TuningDB(args.db)
+    db = _existing_db(args.db)
     out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.network:
@@ -300,12 +307,9 @@ def cmd_export(args) -> int:
 
     from .codegen.host import write_program
     from .nn import conv as nnconv
-    from .tuning.db import TuningDB
 
-    if not Path(args.db).exists():
-        raise InputError(f"{args.db}: no such tuning database (make one with liftpy tune)")
     layer = _layer_from_args(args)
-    db = TuningDB(args.db)
+    db = _existing_db(args.db)
     best = db.best(layer, args.device)
     if best is None:
         raise InputError(f"{args.db} has no correct trial for {layer.describe()}")
@@ -381,28 +385,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=0, metavar="N", help="print N random valid configurations")
     p.add_argument("--seed", type=int, default=0)
 
+    def layer_options(p, db: bool = True):
+        p.add_argument("--layer", help="a named layer: vgg16.0, vgg16.2, ... vgg16.24")
+        p.add_argument("--input", help="input channels x height x width, e.g. 64x224x224")
+        p.add_argument("--kernels", help="kernels x height x width, e.g. 64x3x3")
+        p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
+        p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
+        p.add_argument("--batch", type=int, default=1)
+        if db:
+            p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
+
     p = add("conv", "run one convolution layer on the device, checked against the reference", cmd_conv)
-    p.add_argument("--layer", help="a named layer: vgg16.0, vgg16.2, ... vgg16.24")
-    p.add_argument("--input", help="input channels x height x width, e.g. 64x224x224")
-    p.add_argument("--kernels", help="kernels x height x width, e.g. 64x3x3")
-    p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
-    p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
-    p.add_argument("--batch", type=int, default=1)
+    layer_options(p, db=False)
     p.add_argument("--algorithm", choices=["direct", "paper"], help="the pipeline (default: direct)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", help="directory for the kernels' .cl files and a standalone host script")
-
-    def layer_options(p):
-        p.add_argument("--layer", help="a named layer: vgg16.0, vgg16.2, ... vgg16.24")
-        p.add_argument("--input", help="input channels x height x width, e.g. 3x227x227")
-        p.add_argument("--kernels", help="kernels x height x width, e.g. 96x11x11")
-        p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
-        p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
-        p.add_argument("--batch", type=int, default=1)
-        p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
 
     p = add("tune", "auto-tune a convolution layer: measured random search, results in a database", cmd_tune)
     layer_options(p)
