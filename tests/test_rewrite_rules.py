@@ -378,6 +378,93 @@ def test_let_private(n, m, f, seed):
     assert any("vsPrivate" in liftpy.pretty(v.program) for v in variants)
 
 
+# ------------------------------------------------------------------------------------------------ convolution
+CONV = 10  # examples per rule of the convolution's derivation (each runs a small 2D or 3D program)
+
+
+@covers("padOptimisational")
+@settings(max_examples=CONV)
+@given(hs.integers(2, 3), hs.integers(2, 3), hs.integers(1, 2), hs.integers(0, 3), hs.integers(0, 3),
+       scalar_fun("x"), seeds)
+def test_pad_optimisational(n1, n2, s, rh, rw, f, seed):
+    text = f"""def p(xs: [[float]_w]_h) =
+        map2D(nb -> reduce(0.0f, (acc, x) -> acc + {f}, join(nb)), slide2D(({n1}, {n2}), ({s}, {s}), xs))"""
+    program = liftpy.parse(text)
+    (variant,) = explore(program, rules=[rules.padOptimisational()], depth=1)
+    assert variant.program.tuning_params == ("ρh", "ρw")
+    inputs = arrays(seed, xs=(5, 6))
+    np.testing.assert_allclose(liftpy.evaluate(variant.program, inputs, {"ρh": rh, "ρw": rw}),
+                               liftpy.evaluate(program, inputs), rtol=1e-5)
+
+
+@covers("pad2DPad2D", "cropMap2D")
+@settings(max_examples=CONV)
+@given(hs.lists(hs.integers(0, 2), min_size=8, max_size=8), hs.integers(0, 2), hs.integers(0, 2), scalar_fun("x"), seeds)
+def test_padding_and_cropping(amounts, c1, c2, f, seed):
+    l1, r1, t1, b1, l2, r2, t2, b2 = amounts
+    check(rules.pad2DPad2D, f"def p(xs: [[float]_w]_h) = map2D(x -> {f}, "
+                            f"pad2D({l1}, {r1}, {t1}, {b1}, 0.0f, pad2D({l2}, {r2}, {t2}, {b2}, 0.0f, xs)))",
+          arrays(seed, xs=(3, 4)))
+    check(rules.cropMap2D, f"def p(xs: [[float]_w]_h) = pad(0, -{c1}, 0.0f, map(r -> pad(0, -{c2}, 0.0f, r), "
+                           f"map2D(x -> {f}, xs)))", arrays(seed, xs=(3, 4)))
+
+
+@covers("coalesceChunks")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x"), literal, seeds)
+def test_coalesce_chunks(n, k, f, z, seed):
+    text = f"def p(xs: [float]_len) = reduce({z}, (acc, x) -> acc + {f}, xs)"
+    check(rules.coalesceChunks(n), text, arrays(seed, xs=(n * k,)))
+
+
+@covers("reduceFission", "mapFissionZip", "mapMapFission", "mapViewFission")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), scalar_fun("x"), seeds)
+def test_fissions(n, m, k, f, seed):
+    inputs = arrays(seed, xs=(n, m, k), cs=(m,))
+    check(rules.reduceFission, f"""def p(ys: [[float]_k]_m, bs: [float]_m) =
+        map((y, b) -> reduce(b, (acc, a) -> acc + a, map(x -> {f}, y)), zip(ys, bs))""",
+          {"ys": inputs["xs"][0], "bs": inputs["cs"]})
+    sums = f"join(map(row -> reduce(0.0f, (acc, x) -> acc + {f}, row), r))"
+    check(rules.mapFissionZip, f"""def p(xs: [[[float]_k]_m]_n, cs: [float]_m) =
+        map(r -> map((c, s) -> s + c, zip(cs, {sums})), xs)""", inputs)
+    check(rules.mapMapFission, f"""def p(xs: [[[float]_k]_m]_n) =
+        map(r -> map(s -> s * 2.0f, {sums}), xs)""", {"xs": inputs["xs"]})
+    check(rules.mapViewFission, f"""def p(xs: [[[float]_k]_m]_n) =
+        map(r -> join(transpose(map(row -> map(x -> {f}, row), r))), xs)""", {"xs": inputs["xs"]})
+
+
+@covers("mapSplitZip", "chunkInterchange", "reduceBlock")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), scalar_fun("x", "w"), seeds)
+def test_register_blocking(sig, kap, chunk, chunks, f, seed):
+    length = chunk * chunks
+    inputs = arrays(seed, xs=(sig, length), ws=(kap, length))
+    check(rules.mapSplitZip, f"""def p(a: [float]_len, b: [float]_len) =
+        map(c -> reduce(0.0f, (acc, (x, w)) -> acc + {f}, c), split({chunk}, zip(a, b)))""",
+          {"a": inputs["xs"][0], "b": inputs["ws"][0]})
+    check(rules.chunkInterchange, f"""def p(xs: [[float]_len]_s, ws: [[float]_len]_k) =
+        map(a -> map(b -> join(map((x, w) -> reduce(0.0f, (acc, (p, q)) -> acc + p * q, zip(x, w)),
+                                   zip(split({chunk}, a), split({chunk}, b)))), ws), xs)""", inputs)
+    check(rules.reduceBlock, f"""def p(xs: [[float]_len]_s, ws: [[float]_len]_k) =
+        map(a -> join(map(b -> reduce(0.0f, (acc, (x, w)) -> acc + {f}, zip(a, b)), ws)), xs)""", inputs)
+
+
+@covers("copyPadded", "storeGlobal", "bindVal")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), hs.integers(0, 2), seeds)
+def test_stages(h, w, c, pad, seed):
+    inputs = arrays(seed, xs=(h, w, c))
+    check(rules.copyPadded, f"def p(xs: [[[float]_c]_w]_h) = map2D(px -> reduce(0.0f, (a, x) -> a + x, px), "
+                            f"pad2D({pad}, 1, {pad}, 0, 0.0f, xs))", inputs)
+    check(rules.storeGlobal, """def p(xs: [[[float]_c]_w]_h, z: [[float]_c]_w) = transpose(join(reduceSeq(z,
+        (acc, m) -> mapSeq((ar, mr) -> mapSeq((a, x) -> a + x * x, zip(ar, mr)), zip(acc, m)), xs)))""",
+          dict(inputs, z=inputs["xs"][0]))
+    variants = check(rules.bindVal, "def p(xs: [[[float]_c]_w]_h) = map(r -> reduce(0.0f, (a, x) -> a + x, join(r)), "
+                                    "map(row -> map(px -> reduce(0.0f, (a, x) -> a + x * x, px), row), xs))", inputs)
+    assert all("val stage" in liftpy.pretty(v.program) for v in variants)
+
+
 # ------------------------------------------------------------------------------------------------ other programs
 def _every_rule():
     for family in rules.catalogue().values():

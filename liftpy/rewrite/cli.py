@@ -8,7 +8,8 @@ Strategies on the command line are written as in Python, with Elevate's spelling
 
 ``s1 >> s2`` or ``s1 ; s2`` sequence, ``s1 | s2`` or ``s1 <+ s2`` left choice; combinators ``topDown``,
 ``bottomUp``, ``normalize``, ``repeat``, ``try``, ``all``, ``one``, ``some``, ``position((0, 1), s)``, ``id``,
-``fail``; named strategies ``lower_to_opencl``, ``simplify``; and every rule of the catalogue, with its
+``fail``; named strategies ``lower_to_opencl``, ``simplify``, and with parameters ``convolution(θ, ρh, ρw, κ,
+σ, ω, v, unroll)`` (``rewrites/convolution.py``; ``?`` or nothing for a tuning parameter); and every rule of the catalogue, with its
 parameters (``tile2D(4, 4)``; ``?`` or nothing for a fresh tuning parameter). The strategy text is read
 with Python's parser and only these names are allowed: nothing is evaluated.
 """
@@ -43,6 +44,7 @@ CONSTANTS = {"id_": st.id_, "fail": st.fail, **st.NAMED}
 def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
     """A strategy from its text (see the module docstring); RewriteError for a mistake."""
     book = book or catalogue()
+    named = st.parametric()
     source = text.replace(";", ">>").replace("<+", "|").replace("?", "None")
     source = re.sub(r"\btry\s*\(", "try_(", source)
     source = re.sub(r"\ball\s*\(", "all_(", source)
@@ -68,6 +70,8 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
         if isinstance(node, ast.Name):
             if node.id in CONSTANTS:
                 return CONSTANTS[node.id]
+            if node.id in named:
+                return named[node.id]()
             if node.id in book:
                 return book[node.id]
             if node.id in COMBINATORS or node.id == "position":
@@ -84,6 +88,13 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
                 if not all(isinstance(a, st.Strategy) for a in args):
                     raise RewriteError(f"--strategy: {name} takes strategies")
                 return COMBINATORS[name](*args)
+            if name in named:
+                if any(isinstance(a, (st.Strategy, tuple)) for a in args):
+                    raise RewriteError(f"--strategy: {name} takes sizes (integers, or ? for a tuning parameter)")
+                try:
+                    return named[name](*args)
+                except TypeError as e:
+                    raise RewriteError(f"--strategy: {name}: {e}") from None
             if name in book:
                 return book[name].instance(*args)
             raise RewriteError(f"--strategy: unknown name {name!r}")

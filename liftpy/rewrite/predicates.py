@@ -61,3 +61,13 @@ def _computes(e: Node) -> bool:
 def _variable(e: Node) -> bool:
     """The expression is a variable."""
     return isinstance(e, Var)
+
+
+@predicate("view")
+def _view(e: Node) -> bool:
+    """The expression (or the function's body) only rearranges data (no arithmetic, no copy to memory)."""
+    from ..ir import walk
+    from .strategies import computes
+
+    return not computes(e) and not any(
+        isinstance(n, Prim) and n.name in ("toGlobal", "toLocal", "toPrivate") for n in walk(e))

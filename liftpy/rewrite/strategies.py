@@ -551,6 +551,23 @@ def _group_choice(group: str) -> Strategy:
 
 NAMED = {"lower_to_opencl": lower_to_opencl, "simplify": simplify}
 
+
+def parametric() -> dict[str, Callable[..., Strategy]]:
+    """Named strategies that take parameters, defined beside the rules (``rewrites/*.py``, a module-level
+    ``STRATEGIES`` dict): ``convolution(θ, ρh, ρw, κ, σ, ω, v, unroll)`` of ``rewrites/convolution.py``."""
+    import importlib
+    from pathlib import Path
+
+    from .._paths import data_dir
+
+    out: dict[str, Callable[..., Strategy]] = {}
+    for path in sorted(Path(str(data_dir("rewrites"))).glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        module = importlib.import_module(f"liftpy.rewrites.{path.stem}")
+        out.update(getattr(module, "STRATEGIES", {}))
+    return out
+
 __all__ = [
     "Step",
     "Success",
