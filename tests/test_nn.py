@@ -73,7 +73,7 @@ def test_scaled_down_vgg16_layers(name, algorithm):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(VGG16))
 def test_full_size_vgg16_layers(name):
-    """Three random valid configurations per layer at full size (a long test: -m slow)."""
+    """Three random valid configurations per layer at full size, and the paper's pipeline once (-m slow)."""
     layer = VGG16[name]
     rng = np.random.default_rng(0)
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
@@ -82,6 +82,9 @@ def test_full_size_vgg16_layers(name):
     expected = conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1))
     for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config), expected)
+    paper = nn.conv_space(layer, algorithm="paper")
+    config = nn.default_config(paper, "paper")  # the paper's pipeline, at its default point
+    assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm="paper"), expected)
 
 
 def test_default_configuration_and_pytorch_style_arguments():
