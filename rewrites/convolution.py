@@ -114,12 +114,14 @@ def in_body(s):
     return topDown(when(lambda t: isinstance(t, Let), "val") >> position((1,), s))
 
 
-def steps(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None, v=None, unroll=False):
+def steps(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None, v=None, unroll=False,
+          theta_w=None, square=True):
     """The derivation, as a list of (what, strategy): see :func:`convolution`."""
     from liftpy.rewrite import rules as R
     from liftpy.rewrite.strategies import bottomUp, normalize, position, repeat, topDown, try_
 
     θ, ρh, ρw = _size(theta, "θ"), _size(rho_h, "ρh"), _size(rho_w, "ρw")
+    θw = θ if square and theta_w is None else _size(theta_w, "θw")
     κ, σ, ω, v_ = _size(kappa, "κ"), _size(sigma, "σ"), _size(omega, "ω"), _size(v, "v")
     chunk = ω // v_
     return [
@@ -134,7 +136,7 @@ def steps(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None
         ("separate the sums (windows)", topDown(R.mapFissionZip)),
         ("separate the sums (rows)", topDown(R.mapMapFission)),
         ("crop when reading", topDown(R.cropMap2D)),
-        ("tile", topDown(R.tileMap2D(θ, θ))),
+        ("tile", topDown(R.tileMap2D(θ, θw))),
         ("partial convolution stage", topDown(R.bindVal)),
         ("flatten the tiles", in_stage(topDown(R.joinSplit))),
         ("flatten the windows", in_stage(topDown(R.joinSplit))),
@@ -170,13 +172,16 @@ def steps(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None
     ]
 
 
-def convolution(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None, v=None, unroll=False):
+def convolution(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None, v=None, unroll=False,
+                theta_w=None, square=True):
     """The paper's convolution pipeline (sections 3.4 and 4.2) derived from its listing 3
     (``examples/conv_layer.lift``), rule by rule. Parameters left out (``None``) become tuning parameters of
     the program, named as in the paper: ``θ`` tile size, ``ρh``/``ρw`` optimisational padding (rows at the
     bottom, columns on the right), ``κ`` kernels per work-group, ``σ`` windows per work-item, ``ω`` input
     elements per chunk (each work-item reduces one chunk of σ windows and κ kernels), ``v`` vector width;
-    ``unroll`` unrolls the sequential loops of the partial convolution.
+    ``unroll`` unrolls the sequential loops of the partial convolution. The paper's tiles are square; with
+    ``square=False`` (or a ``theta_w``) they are θ x θw, which rectangular kernels with strides need (their
+    rows and columns may need tiles of different parities to start on the window grid).
 
     The result has three kernels: the padding (layer padding and ρ, ``val stage_1``), the partial
     convolution of listing 4 (``val stage``: mapWrg over tiles and kernel groups, mapLcl over window groups
@@ -186,7 +191,7 @@ def convolution(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omeg
     """
     from liftpy.rewrite.strategies import Strategy, seq
 
-    s = seq(*(step for _, step in steps(theta, rho_h, rho_w, kappa, sigma, omega, v, unroll)))
+    s = seq(*(step for _, step in steps(theta, rho_h, rho_w, kappa, sigma, omega, v, unroll, theta_w, square)))
     shown = ", ".join("?" if a is None else str(a) for a in (theta, rho_h, rho_w, kappa, sigma, omega, v))
     return Strategy(s.fn, f"convolution({shown}{', unroll' if unroll else ''})")
 

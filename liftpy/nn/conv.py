@@ -42,6 +42,8 @@ class Algorithm:
 ALGORITHMS = {
     "direct": Algorithm("direct", "conv_direct.lift", "σ pixels x κ kernels per work-item, vectorised over kernels"),
     "paper": Algorithm("paper", "conv_pipeline.lift", "the paper's pipeline: tiles, partial sums over chunks"),
+    "derived": Algorithm("derived", "conv_layer.lift",
+                         "the paper's pipeline derived from listing 3 by the rewrite strategy convolution"),
 }
 DEFAULT_ALGORITHM = "direct"
 
@@ -54,7 +56,12 @@ def algorithm_program(name: str):
     if name not in ALGORITHMS:
         raise InputError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
     file = ALGORITHMS[name].file
-    return parse(resources.files("liftpy.nn").joinpath(file).read_text(), f"liftpy/nn/{file}")
+    program = parse(resources.files("liftpy.nn").joinpath(file).read_text(), f"liftpy/nn/{file}")
+    if name == "derived":  # listing 3, rewritten into the pipeline with every tuning parameter symbolic
+        from liftpy.rewrites.convolution import convolution
+
+        program = convolution(square=False)(program).program  # θ x θw tiles: every layer shape
+    return program
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -107,6 +114,10 @@ def make_layer(input_shape, kernel_shape, stride=1, padding=0, batch=1, name="la
 
 # ------------------------------------------------------------------------------------------------ the space
 def _sizes(layer: ConvLayer, algorithm: str) -> dict:
+    if algorithm == "derived":  # listing 3's names; one image at a time
+        return dict(inputChannels=layer.channels, inputHeight=layer.height, inputWidth=layer.width,
+                    numKernels=layer.kernels, kernelHeight=layer.kernel_height, kernelWidth=layer.kernel_width,
+                    padSize=layer.padding, kernelStride=layer.stride)
     common = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,
                   stride=layer.stride, padding=layer.padding)
     if algorithm == "direct":
@@ -134,9 +145,20 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
         return space
     padded_h, padded_w = layer.height + top + bottom, layer.width + left + right
     window = layer.channels * kh * kw
+    if algorithm == "derived":  # the rules' own assumptions (tiles cover the input...) come with the program
+        ranges = {"θ": (kh, min(2 * padded_h, 96)), "θw": (kw, min(2 * padded_w, 96)), "ρh": (0, 48),
+                  "ρw": (0, 48), "κ": (1, layer.kernels), "σ": (1, 256), "ω": (1, window), "v": (1, 16)}
+        space = parameters(program, _sizes(layer, algorithm), device=device, ranges=ranges)
+        space.require("whole vectors per chunk", "ω % v == 0", "a chunk holds whole vectors (else ω and ω - 1 are one)")
+        space.require("no whole padding tile (rows)", f"ρh < θ - {kh} + {s1}",
+                      "optimisational padding beyond one tiling step only adds work")
+        space.require("no whole padding tile (columns)", f"ρw < θw - {kw} + {s2}",
+                      "optimisational padding beyond one tiling step only adds work")
+        return space
     ranges = {"θh": (kh, min(2 * padded_h, 96)), "θw": (kw, min(2 * padded_w, 96)), "ρh": (0, 48), "ρw": (0, 48),
               "κ": (1, layer.kernels), "σ": (1, 256), "ω": (1, window), "v": (1, 16)}
     space = parameters(program, _sizes(layer, algorithm), device=device, ranges=ranges)
+    space.require("whole vectors per chunk", "ω % v == 0", "a chunk holds whole vectors (else ω and ω - 1 are one)")
     # the paper's hand-written constraints: tiles cover the padded input exactly, on the window grid
     space.require("tiles cover the rows", f"({padded_h} + ρh - θh) % (θh - {kh} + {s1}) == 0",
                   "the tiles must cover the padded input's rows exactly (slideStrict)")
@@ -169,7 +191,7 @@ def default_config(space: ParameterSpace, algorithm: str, device_kind: str = "cp
         def score(c):
             accumulators = c["σ"] * c["κ"] // c["v"]
             return (-c["v"], abs(accumulators - 24), -c["σ"])
-    else:
+    else:  # paper and derived
         def score(c):
             return (abs(c["v"] - 4), abs(c["κ"] - 4), abs(c["σ"] - 3), c["ρh"] + c["ρw"], -c["ω"])
     return min(candidates, key=score)
@@ -218,6 +240,9 @@ class ConvPlan:
         L = self.layer
         bias = np.zeros(L.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
         ohwi = np.asarray(w, dtype=np.float32).transpose(0, 2, 3, 1)  # K x kh x kw x C, listing 3's layout
+        if self.algorithm == "derived":  # listing 3's layouts: images H x W x C, weights K x kh x kw x C
+            images = np.ascontiguousarray(np.asarray(x, dtype=np.float32).transpose(0, 2, 3, 1))
+            return {"inputData": images, "kernelsWeights": np.ascontiguousarray(ohwi), "kernelsBiases": bias}
         if self.algorithm == "direct":
             kappa = self.config["κ"]
             grouped = ohwi.reshape(L.kernels // kappa, kappa, -1).transpose(0, 2, 1)  # groups x window x κ
@@ -229,8 +254,13 @@ class ConvPlan:
     def run(self, x, w, b=None, repeat: int = 1, warmup: int = 0, check: bool | None = None) -> ConvResult:
         """Run the pipeline; checked against the float64 reference on the first run (or when ``check``)."""
         inputs = self.prepare(x, w, b)
-        result = self.executable.run(inputs, repeat=repeat, warmup=warmup)
         L = self.layer
+        if self.algorithm == "derived":  # listing 3 is for one image: the pipeline runs once per image
+            runs = [self.executable.run(dict(inputs, inputData=image), repeat=repeat, warmup=warmup)
+                    for image in inputs["inputData"]]
+            result = _summed(runs)
+        else:
+            result = self.executable.run(inputs, repeat=repeat, warmup=warmup)
         output = result.output.reshape(L.batch, L.kernels, L.out_height, L.out_width)
         error = None
         if check or (check is None and not self.checked):
@@ -245,6 +275,18 @@ class ConvPlan:
             self.checked = True
         stages = {name.rsplit("_", 1)[-1]: ms for name, ms in result.per_kernel_ms.items()}
         return ConvResult(output, result.kernel_ms, stages, error, result.runs_ms)
+
+
+def _summed(runs):
+    """Several runs of one pipeline (one per image) as one: outputs stacked, times added."""
+    from ..runtime import RunResult
+
+    return RunResult(
+        np.stack([r.output for r in runs]),
+        sum(r.kernel_ms for r in runs),
+        {k: sum(r.per_kernel_ms[k] for r in runs) for k in runs[0].per_kernel_ms},
+        tuple(sum(t) for t in zip(*(r.runs_ms for r in runs))),
+    )
 
 
 _PLANS: dict[tuple, ConvPlan] = {}
@@ -297,6 +339,12 @@ def export_notes(plan: ConvPlan, trial=None) -> str:
     L = plan.layer
     weights = ("grouped for vector loads: [K/κ][kh*kw*C][κ], i.e. w.transpose(0, 2, 3, 1).reshape(K // κ, κ, -1)"
                ".transpose(0, 2, 1)" if plan.algorithm == "direct" else "K x kh x kw x C: w.transpose(0, 2, 3, 1)")
+    if plan.algorithm == "derived":
+        return (f"liftpy derived pipeline (listing 3 rewritten) for {L.describe()}, one image per run\n"
+                f"configuration: {plan.config}\n"
+                f"inputs (float32 .npy): inputData = one image H x W x C (x[n].transpose(1, 2, 0)); "
+                f"kernelsWeights = w.transpose(0, 2, 3, 1); kernelsBiases = b\n"
+                f"output: ({L.kernels}, {L.out_height}, {L.out_width})\n")
     timing = f"measured: {trial.time_ms:.3f} ms on {trial.device}\n" if trial is not None else ""
     return (f"liftpy {plan.algorithm} pipeline for {L.describe()}, batch {L.batch}\n"
             f"configuration: {plan.config}\n{timing}"
