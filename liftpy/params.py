@@ -49,12 +49,14 @@ class DeviceProfile:
     max_work_item_sizes: tuple[int, ...]
     local_mem_size: int
     max_mem_alloc_size: int
-    private_mem_budget: int = 1024  # 32-bit private values per work-item
+    # 32-bit private values per work-item: PoCL keeps a work-group's private arrays on a thread's stack, and
+    # tuning VGG-16 layer 24 crashed it (SIGSEGV) at 960 accumulators; 256 is what GPUs hold in registers
+    private_mem_budget: int = 256
     kind: str = "gpu"
     preferred_vector_width_float: int = 4
 
     @classmethod
-    def from_device(cls, device, private_mem_budget: int = 1024) -> "DeviceProfile":
+    def from_device(cls, device, private_mem_budget: int = 256) -> "DeviceProfile":
         from .runtime import DeviceInfo, device_info, get_device
 
         info = device if isinstance(device, DeviceInfo) else device_info(get_device(device))
