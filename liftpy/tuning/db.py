@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS trials (
     driver TEXT NOT NULL,
     platform TEXT NOT NULL,
     liftpy_version TEXT NOT NULL,
-    status TEXT NOT NULL,           -- ok | wrong | build_error | runtime_error | codegen_error | timeout | crash
+    status TEXT NOT NULL,           -- ok | wrong | build_error | runtime_error | codegen_error | invalid | timeout | crash
     cause TEXT NOT NULL,            -- why, for every status but ok
     time_ms REAL,                   -- median over repeats of the sum of the pipeline's kernel times
     times_ms TEXT,                  -- JSON: every repeat's total

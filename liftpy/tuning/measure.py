@@ -42,7 +42,7 @@ def _inputs(layer: ConvLayer, seed: int = 0):
 
 def run_job(job: Job, device, cache: dict) -> dict:
     """One trial, in the current process. ``cache`` keeps each layer's inputs and reference."""
-    from ..errors import DeviceError, LiftError
+    from ..errors import ConstraintError, DeviceError, LiftError
     from ..nn import conv
     from ..nn.reference import conv2d_reference
 
@@ -56,6 +56,8 @@ def run_job(job: Job, device, cache: dict) -> dict:
         plan = conv.plan(job.layer, job.config, device=device, algorithm=job.algorithm)
     except DeviceError as e:
         return {"status": "build_error", "cause": e.message[:2000], "seconds": time.perf_counter() - start}
+    except ConstraintError as e:  # the worker's device (or liftpy version) rules the configuration out
+        return {"status": "invalid", "cause": e.message[:2000], "seconds": time.perf_counter() - start}
     except LiftError as e:
         return {"status": "codegen_error", "cause": e.message[:2000], "seconds": time.perf_counter() - start}
     hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in plan.sources.items()}
