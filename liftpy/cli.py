@@ -278,7 +278,6 @@ def cmd_tune(args) -> int:
 
 
 def _existing_db(path):
-    from pathlib import Path
 
     from .tuning.db import TuningDB
 
@@ -288,7 +287,6 @@ def _existing_db(path):
 
 
 def cmd_report(args) -> int:
-    from pathlib import Path
 
     from .tuning.report import layer_report, network_report
 
@@ -303,7 +301,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from pathlib import Path
 
     from .codegen.host import write_program
     from .nn import conv as nnconv

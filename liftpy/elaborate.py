@@ -61,7 +61,6 @@ from .syntax import (
     SOp,
     SParamDecl,
     SProj,
-    SPTuple,
     SPVar,
     STuple,
     SVal,
@@ -70,7 +69,7 @@ from .syntax import (
     TTuple,
     parse_file_syntax,
 )
-from .types import SCALARS, ArrayType, ScalarType, TupleType, Type, VectorType
+from .types import SCALARS, ArrayType, TupleType, Type, VectorType
 
 _VECTOR_WIDTHS = (2, 3, 4, 8, 16)
 _KEYWORD_FUNS = ("let",)

@@ -14,7 +14,7 @@ from typing import Mapping
 import numpy as np
 
 from .errors import InputError, SizeError
-from .ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, Program, PTuple, PVar, ScalarOp, Tuple, UserFun, Var
+from .ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, Program, PVar, ScalarOp, Tuple, UserFun, Var
 from .primitives import PRIMITIVES, evaluate_scalar_op
 from .typecheck import TypedProgram, size_bindings, typecheck
 from .types import ArrayType, ScalarType, TupleType, Type, VectorType

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import arith
 from .arith import Expr
-from .ir import IndexFun, Literal, Node, Prim
+from .ir import IndexFun, Literal, Prim
 from .types import (
     BOOL,
     FLOAT,

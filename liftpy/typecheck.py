@@ -26,7 +26,6 @@ from .ir import (
     Pattern,
     Prim,
     Program,
-    PTuple,
     PVar,
     ScalarOp,
     Tuple,

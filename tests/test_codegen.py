@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import liftpy
-from liftpy.types import ArrayType, ScalarType, VectorType
+from liftpy.types import ArrayType, VectorType
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"

@@ -8,7 +8,6 @@ OpenCL device; its partial convolution computes exactly what the hand-transcribe
 """
 
 import dataclasses
-import itertools
 import re
 from pathlib import Path
 

@@ -7,10 +7,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 import liftpy
 import liftpy.nn as nn

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .. import arith
-from ..arith import Expr, Range
+from ..arith import Range
 from ..errors import CodegenError
 from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var, walk
 from ..primitives import PRIMITIVES, SCALAR_OPS

@@ -15,7 +15,6 @@ constraints named. A plan's first run is checked against a float64 numpy referen
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -24,7 +23,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ConstraintError, InputError, LiftError
-from ..params import ParameterSpace, parameters, resolve_device
+from ..params import ParameterSpace, parameters
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_reference, im2col_bytes
 
