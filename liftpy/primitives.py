@@ -870,10 +870,6 @@ def _convert(value, scalar: str):
     return {"float": float, "int": int, "bool": bool}[scalar](value)
 
 
-def is_function_slot(slot: Slot) -> bool:
-    return slot.kind == "fun"
-
-
 def describe() -> str:
     """The table as text: one line per primitive with its signature and type rule."""
     lines = []

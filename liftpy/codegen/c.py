@@ -8,7 +8,6 @@ scalars (registers) -- ``acc_0``, ``acc_1`` -- instead of ``acc[0]``, ``acc[1]``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..arith import Const, Expr, as_expr, c_name, to_c
 from ..types import BOOL, FLOAT, INT, ScalarType, Type, VectorType
@@ -188,10 +187,6 @@ class Code:
             text = "".join(_render(p) for p in parts)
             out.append("    " * (depth + base_indent) + text if text else "")
         return "\n".join(out)
-
-
-def names_in(parts: Iterable[Fragment]) -> str:  # pragma: no cover - debugging aid
-    return "".join(_render(p) for p in parts)
 
 
 __all__ = ["CExpr", "Code", "Memory", "MemRef", "c_type", "literal", "index_text", "INT", "FLOAT"]

@@ -25,9 +25,8 @@ from ..errors import CodegenError
 from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var, walk
 from ..primitives import PRIMITIVES, SCALAR_OPS
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
-from .c import CExpr, Code, Memory, c_type, literal
+from .c import CExpr, Code, Memory, c_type
 from .views import (
-    AccessView,
     ConstView,
     Dest,
     MapDest,
@@ -654,9 +653,5 @@ def user_fun_source(fun: UserFun) -> str:
     return f"{deps}{c_type(fun.result_type)} {_fun_name(fun)}({', '.join(params)}) {{\n    return {body};\n}}\n"
 
 
-def literal_view(value, t: Type) -> View:  # pragma: no cover - convenience for primitives
-    return ConstView(value, t)
-
-
 __all__ = ["KernelEmitter", "KernelContext", "Launch", "DeviceLimits", "launch_for", "check_nesting",
-           "user_fun_source", "is_layout_only", "literal", "SingletonView", "AccessView"]
+           "user_fun_source", "is_layout_only", "is_layout_map", "annotated_space"]

@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .. import arith
 from ..arith import c_name
 from ..errors import CodegenError
 from ..ir import Let, Node, Prim, PVar, walk
@@ -260,4 +259,4 @@ def _assemble(emitter: KernelEmitter, out_mem: Memory, memories: dict[str, Memor
     return source, tuple(args)
 
 
-__all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "DeviceLimits", "shape_of", "arith"]
+__all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "DeviceLimits", "shape_of"]

@@ -394,9 +394,5 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
     return plan(layer, config, device, algorithm, db=db).run(x, w, b).output
 
 
-def flops(layer: ConvLayer) -> int:  # pragma: no cover - convenience
-    return layer.flops
-
-
 __all__ = ["conv2d", "conv_space", "plan", "default_config", "ConvPlan", "ConvResult", "ALGORITHMS", "make_layer",
            "normalize_padding"]
