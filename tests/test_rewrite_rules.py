@@ -465,6 +465,52 @@ def test_stages(h, w, c, pad, seed):
     assert all("val stage" in liftpy.pretty(v.program) for v in variants)
 
 
+# ------------------------------------------------------------------------------------------------ direct convolution
+@covers("groupJoin")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), scalar_fun("x"), seeds)
+def test_group_join(n, groups, m, f, seed):
+    text = f"def p(xs: [[float]_m]_len) = join(map(r -> map(x -> {f}, r), xs))"
+    check(rules.groupJoin(n), text, arrays(seed, xs=(n * groups, m)))
+
+
+@covers("reduceBlockBias")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 4), scalar_fun("x", "w"), seeds)
+def test_reduce_block_bias(sig, kap, length, f, seed):
+    inputs = arrays(seed, xs=(sig, length, 2), ws=(kap, 2 * length), bs=(kap,))
+    check(rules.reduceBlockBias, f"""def p(xs: [[[float]_2]_len]_s, ws: [[float]_len2]_k, bs: [float]_k) =
+        map(a -> join(map((wk, b) -> reduce(b, (acc, (x, w)) -> acc + {f}, zip(join(a), map(e -> e * 2.0f, wk))),
+                          zip(ws, bs))), xs)""", inputs)
+
+
+@covers("vectorAccumulators", "privateAccumulators", "storeGlobalBlock")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 3), using("a", "x", "w"),
+       seeds)
+def test_vector_accumulators(sig, v, vectors, length, g, seed):
+    kap = v * vectors
+    inputs = arrays(seed, ps=(length, sig), qs=(length, kap), z=(sig, kap))
+    update = "(acc, (ps, qs)) -> map((accRow, x) -> map((a, w) -> {g}, zip(accRow, qs)), zip(acc, ps))"
+    check(rules.vectorAccumulators(v), f"""def p(ps: [[float]_s]_len, qs: [[float]_k]_len, z: [[float]_k]_s) =
+        join(reduce(z, {update.format(g=g)}, zip(ps, qs)))""", inputs)
+    sequential = update.replace("map(", "mapSeq(").format(g=g)
+    check(rules.privateAccumulators, f"""def p(ps: [[float]_s]_len, qs: [[float]_k]_len, z: [[float]_k]_s) =
+        join(reduceSeq(z, {sequential}, zip(ps, qs)))""", inputs)
+    check(rules.storeGlobalBlock, f"""def p(ps: [[float]_s]_len, qs: [[float]_k]_len, z: [[float]_k]_s) =
+        join(reduceSeq(toPrivate(b -> mapSeq(r -> mapSeq(e -> id(e), r), b), z), {sequential}, zip(ps, qs)))""",
+          inputs)
+
+
+def test_vector_accumulators_need_a_lane_wise_update():
+    # dot on scalars is a product, on vectors a sum of products: vectorising would change the meaning
+    program = liftpy.parse("""def p(ps: [[float]_2]_3, qs: [[float]_4]_3, z: [[float]_4]_2) =
+        join(reduce(z, (acc, (ps, qs)) -> map((accRow, x) -> map((a, w) -> a + x * dot(w, w), zip(accRow, qs)),
+                                              zip(acc, ps)), zip(ps, qs)))""")
+    result = liftpy.rewrite.topDown(rules.vectorAccumulators(2))(program)
+    assert not result and "lanewise" in result.reason  # it would type-check: only the condition stops it
+
+
 # ------------------------------------------------------------------------------------------------ other programs
 def _every_rule():
     for family in rules.catalogue().values():

@@ -9,7 +9,8 @@ Strategies on the command line are written as in Python, with Elevate's spelling
 ``s1 >> s2`` or ``s1 ; s2`` sequence, ``s1 | s2`` or ``s1 <+ s2`` left choice; combinators ``topDown``,
 ``bottomUp``, ``normalize``, ``repeat``, ``try``, ``all``, ``one``, ``some``, ``position((0, 1), s)``, ``id``,
 ``fail``; named strategies ``lower_to_opencl``, ``simplify``, and with parameters ``convolution(θ, ρh, ρw, κ,
-σ, ω, v, unroll)`` (``rewrites/convolution.py``; ``?`` or nothing for a tuning parameter); and every rule of the catalogue, with its
+σ, ω, v, unroll)`` (``rewrites/convolution.py``) and ``direct(σ, κ, v)`` (``rewrites/direct.py``; ``?`` or nothing for a
+tuning parameter); and every rule of the catalogue, with its
 parameters (``tile2D(4, 4)``; ``?`` or nothing for a fresh tuning parameter). The strategy text is read
 with Python's parser and only these names are allowed: nothing is evaluated.
 """

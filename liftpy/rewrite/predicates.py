@@ -71,3 +71,12 @@ def _view(e: Node) -> bool:
 
     return not computes(e) and not any(
         isinstance(n, Prim) and n.name in ("toGlobal", "toLocal", "toPrivate") for n in walk(e))
+
+
+@predicate("lanewise")
+def _lanewise(f: Node) -> bool:
+    """The expression (or the function's body) is arithmetic on scalars that also means the same lane by lane
+    on vectors: variables, literals and scalar operators only (no dot, reduction, user function or array)."""
+    from ..ir import Literal, ScalarOp, walk
+
+    return all(isinstance(n, (Var, Literal, ScalarOp, Lambda)) for n in walk(f))

@@ -393,7 +393,7 @@ def _python_rules(path: Path, group: str) -> list[PythonRule]:
 
 #: the rule files of the catalogue, in the order they are documented
 GROUPS = ("algorithmic", "fusion", "interchange", "reduction", "simplification", "tiling", "vectorisation",
-          "lowering", "memory", "convolution")
+          "lowering", "memory", "convolution", "direct")
 
 
 @lru_cache(maxsize=1)

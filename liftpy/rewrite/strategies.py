@@ -554,7 +554,8 @@ NAMED = {"lower_to_opencl": lower_to_opencl, "simplify": simplify}
 
 def parametric() -> dict[str, Callable[..., Strategy]]:
     """Named strategies that take parameters, defined beside the rules (``rewrites/*.py``, a module-level
-    ``STRATEGIES`` dict): ``convolution(θ, ρh, ρw, κ, σ, ω, v, unroll)`` of ``rewrites/convolution.py``."""
+    ``STRATEGIES`` dict): ``convolution(θ, ρh, ρw, κ, σ, ω, v, unroll)`` of ``rewrites/convolution.py``,
+    ``direct(σ, κ, v)`` of ``rewrites/direct.py``."""
     import importlib
     from pathlib import Path
 
