@@ -394,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("conv", "run one convolution layer on the device, checked against the reference", cmd_conv)
     layer_options(p, db=False)
-    p.add_argument("--algorithm", choices=["direct", "paper", "derived"], help="the pipeline: direct (default), paper (hand-written, NCHW batches) or derived (listing 3 rewritten)")
+    p.add_argument("--algorithm", choices=["direct", "paper", "derived", "derived-direct"], help="the pipeline: direct (default), paper (hand-written, NCHW batches), derived or derived-direct (listing 3 "
+                        "rewritten by the strategies convolution and direct)")
     p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
@@ -405,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
     layer_options(p)
     p.add_argument("--trials", type=int, default=100, help="configurations to measure in total (resumes)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--algorithm", choices=["direct", "paper", "derived"], help="the pipeline: direct (default), paper (hand-written, NCHW batches) or derived (listing 3 rewritten)")
+    p.add_argument("--algorithm", choices=["direct", "paper", "derived", "derived-direct"], help="the pipeline: direct (default), paper (hand-written, NCHW batches), derived or derived-direct (listing 3 "
+                        "rewritten by the strategies convolution and direct)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per trial (the median is kept)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before a trial counts as hung")

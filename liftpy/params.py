@@ -49,17 +49,20 @@ class DeviceProfile:
     max_work_item_sizes: tuple[int, ...]
     local_mem_size: int
     max_mem_alloc_size: int
-    # 32-bit private values per work-item: PoCL keeps a work-group's private arrays on a thread's stack, and
-    # tuning VGG-16 layer 24 crashed it (SIGSEGV) at 960 accumulators; 256 is what GPUs hold in registers
+    # 32-bit private values per work-item: what GPUs hold in registers (256); on a CPU, 512 -- PoCL keeps a
+    # work-group's private arrays on a thread's stack, and tuning VGG-16 layer 24 crashed it (SIGSEGV) at 960
+    # accumulators, while 28 AVX-512 registers of 16 floats (448 values) are the direct convolution's best
     private_mem_budget: int = 256
     kind: str = "gpu"
     preferred_vector_width_float: int = 4
 
     @classmethod
-    def from_device(cls, device, private_mem_budget: int = 256) -> "DeviceProfile":
+    def from_device(cls, device, private_mem_budget: int | None = None) -> "DeviceProfile":
         from .runtime import DeviceInfo, device_info, get_device
 
         info = device if isinstance(device, DeviceInfo) else device_info(get_device(device))
+        if private_mem_budget is None:
+            private_mem_budget = 512 if "cpu" in info.kind else 256
         return cls(info.name, info.max_work_group_size, tuple(info.max_work_item_sizes), info.local_mem_size,
                    info.max_mem_alloc_size, private_mem_budget, info.kind, info.preferred_vector_width_float)
 

@@ -40,7 +40,7 @@ def small_layers(draw):
                 padding=(top, bottom, left, right))
 
 
-@pytest.mark.parametrize("algorithm", ["direct", "paper", "derived"])
+@pytest.mark.parametrize("algorithm", ["direct", "paper", "derived", "derived-direct"])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layer=small_layers(), seed=st.integers(0, 1000))
 def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
@@ -55,7 +55,7 @@ def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
     assert_matches(out, reference_nchw(x, w, b, layer["stride"], layer["padding"]))
 
 
-SCALED = [(name, algorithm) for name in VGG16 for algorithm in ("direct", "paper", "derived")]
+SCALED = [(name, algorithm) for name in VGG16 for algorithm in ("direct", "paper", "derived", "derived-direct")]
 
 
 @pytest.mark.parametrize("name, algorithm", SCALED, ids=[f"{n}-{a}" for n, a in SCALED])
@@ -82,7 +82,7 @@ def test_full_size_vgg16_layers(name):
     expected = conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1))
     for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config), expected)
-    for algorithm in ("paper", "derived"):  # the paper's pipeline, hand-written and derived, at its default point
+    for algorithm in ("paper", "derived", "derived-direct"):  # at their default points
         config = nn.default_config(nn.conv_space(layer, algorithm=algorithm), algorithm)
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm), expected)
 

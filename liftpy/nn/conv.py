@@ -43,7 +43,11 @@ ALGORITHMS = {
     "paper": Algorithm("paper", "conv_pipeline.lift", "the paper's pipeline: tiles, partial sums over chunks"),
     "derived": Algorithm("derived", "conv_layer.lift",
                          "the paper's pipeline derived from listing 3 by the rewrite strategy convolution"),
+    "derived-direct": Algorithm("derived-direct", "conv_layer.lift",
+                                "the CPU extension derived from listing 3 by the rewrite strategy direct"),
 }
+#: the algorithms that are listing 3 rewritten (one image per run, listing 3's layouts)
+DERIVED = ("derived", "derived-direct")
 DEFAULT_ALGORITHM = "direct"
 
 
@@ -60,6 +64,10 @@ def algorithm_program(name: str):
         from liftpy.rewrites.convolution import convolution
 
         program = convolution(square=False)(program).program  # θ x θw tiles: every layer shape
+    elif name == "derived-direct":
+        from liftpy.rewrites.direct import direct
+
+        program = direct()(program).program
     return program
 
 
@@ -113,7 +121,7 @@ def make_layer(input_shape, kernel_shape, stride=1, padding=0, batch=1, name="la
 
 # ------------------------------------------------------------------------------------------------ the space
 def _sizes(layer: ConvLayer, algorithm: str) -> dict:
-    if algorithm == "derived":  # listing 3's names; one image at a time
+    if algorithm in DERIVED:  # listing 3's names; one image at a time
         return dict(inputChannels=layer.channels, inputHeight=layer.height, inputWidth=layer.width,
                     numKernels=layer.kernels, kernelHeight=layer.kernel_height, kernelWidth=layer.kernel_width,
                     padSize=layer.padding, kernelStride=layer.stride)
@@ -138,7 +146,7 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
     program = algorithm_program(algorithm)
     kh, kw, (s1, s2) = layer.kernel_height, layer.kernel_width, layer.stride
     top, bottom, left, right = layer.padding
-    if algorithm == "direct":
+    if algorithm in ("direct", "derived-direct"):
         ranges = {"σ": (1, layer.out_width), "κ": (1, layer.kernels), "v": (1, 16)}
         space = parameters(program, _sizes(layer, algorithm), device=device, ranges=ranges)
         return space
@@ -186,7 +194,7 @@ def default_config(space: ParameterSpace, algorithm: str, device_kind: str = "cp
     if not candidates:
         raise ConstraintError("no valid configuration for this layer on this device",
                               notes=tuple(str(c) for c in space.explain_unsat()))
-    if algorithm == "direct":
+    if algorithm in ("direct", "derived-direct"):
         def score(c):
             accumulators = c["σ"] * c["κ"] // c["v"]
             return (-c["v"], abs(accumulators - 24), -c["σ"])
@@ -239,7 +247,7 @@ class ConvPlan:
         L = self.layer
         bias = np.zeros(L.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
         ohwi = np.asarray(w, dtype=np.float32).transpose(0, 2, 3, 1)  # K x kh x kw x C, listing 3's layout
-        if self.algorithm == "derived":  # listing 3's layouts: images H x W x C, weights K x kh x kw x C
+        if self.algorithm in DERIVED:  # listing 3's layouts: images H x W x C, weights K x kh x kw x C
             images = np.ascontiguousarray(np.asarray(x, dtype=np.float32).transpose(0, 2, 3, 1))
             return {"inputData": images, "kernelsWeights": np.ascontiguousarray(ohwi), "kernelsBiases": bias}
         if self.algorithm == "direct":
@@ -254,7 +262,7 @@ class ConvPlan:
         """Run the pipeline; checked against the float64 reference on the first run (or when ``check``)."""
         inputs = self.prepare(x, w, b)
         L = self.layer
-        if self.algorithm == "derived":  # listing 3 is for one image: the pipeline runs once per image
+        if self.algorithm in DERIVED:  # listing 3 is for one image: the pipeline runs once per image
             runs = [self.executable.run(dict(inputs, inputData=image), repeat=repeat, warmup=warmup)
                     for image in inputs["inputData"]]
             result = _summed(runs)
@@ -338,8 +346,8 @@ def export_notes(plan: ConvPlan, trial=None) -> str:
     L = plan.layer
     weights = ("grouped for vector loads: [K/κ][kh*kw*C][κ], i.e. w.transpose(0, 2, 3, 1).reshape(K // κ, κ, -1)"
                ".transpose(0, 2, 1)" if plan.algorithm == "direct" else "K x kh x kw x C: w.transpose(0, 2, 3, 1)")
-    if plan.algorithm == "derived":
-        return (f"liftpy derived pipeline (listing 3 rewritten) for {L.describe()}, one image per run\n"
+    if plan.algorithm in DERIVED:
+        return (f"liftpy {plan.algorithm} pipeline (listing 3 rewritten) for {L.describe()}, one image per run\n"
                 f"configuration: {plan.config}\n"
                 f"inputs (float32 .npy): inputData = one image H x W x C (x[n].transpose(1, 2, 0)); "
                 f"kernelsWeights = w.transpose(0, 2, 3, 1); kernelsBiases = b\n"
