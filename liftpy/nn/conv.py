@@ -156,16 +156,11 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
         ranges = {"θ": (kh, min(2 * padded_h, 96)), "θw": (kw, min(2 * padded_w, 96)), "ρh": (0, 48),
                   "ρw": (0, 48), "κ": (1, layer.kernels), "σ": (1, 256), "ω": (1, window), "v": (1, 16)}
         space = parameters(program, _sizes(layer, algorithm), device=device, ranges=ranges)
-        space.require("whole vectors per chunk", "ω % v == 0", "a chunk holds whole vectors (else ω and ω - 1 are one)")
-        space.require("no whole padding tile (rows)", f"ρh < θ - {kh} + {s1}",
-                      "optimisational padding beyond one tiling step only adds work")
-        space.require("no whole padding tile (columns)", f"ρw < θw - {kw} + {s2}",
-                      "optimisational padding beyond one tiling step only adds work")
-        return space
+        return _chunk_and_padding_constraints(space, "θ", "θw", kh, kw, s1, s2)
     ranges = {"θh": (kh, min(2 * padded_h, 96)), "θw": (kw, min(2 * padded_w, 96)), "ρh": (0, 48), "ρw": (0, 48),
               "κ": (1, layer.kernels), "σ": (1, 256), "ω": (1, window), "v": (1, 16)}
     space = parameters(program, _sizes(layer, algorithm), device=device, ranges=ranges)
-    space.require("whole vectors per chunk", "ω % v == 0", "a chunk holds whole vectors (else ω and ω - 1 are one)")
+    _chunk_and_padding_constraints(space, "θh", "θw", kh, kw, s1, s2)
     # the paper's hand-written constraints: tiles cover the padded input exactly, on the window grid
     space.require("tiles cover the rows", f"({padded_h} + ρh - θh) % (θh - {kh} + {s1}) == 0",
                   "the tiles must cover the padded input's rows exactly (slideStrict)")
@@ -175,9 +170,17 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
                   "a tile's windows must continue the previous tile's: (θ - kh) must be a multiple of the stride")
     space.require("tiles on the window grid (columns)", f"(θw - {kw}) % {s2} == 0",
                   "a tile's windows must continue the previous tile's: (θ - kw) must be a multiple of the stride")
-    space.require("no whole padding tile (rows)", f"ρh < θh - {kh} + {s1}",
+    return space
+
+
+def _chunk_and_padding_constraints(space: ParameterSpace, tile_h: str, tile_w: str, kh: int, kw: int, s1: int,
+                                   s2: int) -> ParameterSpace:
+    """Constraints that only prune redundant points of the paper's space: chunks of whole vectors (ω and ω - 1
+    would otherwise be the same program) and optimisational padding below one tiling step."""
+    space.require("whole vectors per chunk", "ω % v == 0", "a chunk holds whole vectors (else ω and ω - 1 are one)")
+    space.require("no whole padding tile (rows)", f"ρh < {tile_h} - {kh} + {s1}",
                   "optimisational padding beyond one tiling step only adds work")
-    space.require("no whole padding tile (columns)", f"ρw < θw - {kw} + {s2}",
+    space.require("no whole padding tile (columns)", f"ρw < {tile_w} - {kw} + {s2}",
                   "optimisational padding beyond one tiling step only adds work")
     return space
 
