@@ -168,6 +168,10 @@ def cmd_params(args) -> int:
     from . import load
     from .params import parameters
 
+    from .params import target_profiles
+
+    if args.target and args.target not in target_profiles():
+        raise InputError(f"unknown target profile {args.target!r} (profiles: {', '.join(target_profiles())})")
     space = parameters(load(args.file), parse_sizes(args.size), device=args.target or args.device,
                        function=args.function)
     for spec in args.require or ():
