@@ -169,8 +169,7 @@ def build(source: str, device, name: str = "program"):
     except cl.RuntimeError as e:
         path = failed_source_dir() / f"{name}-{key[0][:12]}.cl"
         path.write_text(source)
-        log = getattr(e, "what", None)
-        log = str(e)
+        log = str(e)  # pyopencl's message carries the compiler's build log
         raise DeviceError(f"OpenCL build of {name} failed on {device.name.strip()}; source saved to {path}\n{log}") from None
     _BUILDS[key] = program
     return program

@@ -119,7 +119,7 @@ class MemView(View):
         ref = CExpr(self.mem.ref(offset), atomic=True)
         if _is_width_one(self.mem.leaf):
             return ref  # a vector of one lane is a scalar in C
-        return _lane(ref, rest, self.mem)
+        return _lane(ref, rest)
 
     def address(self, path):
         offset, rest = self.offset(path)
@@ -132,7 +132,7 @@ def _is_width_one(t: Type) -> bool:
     return isinstance(t, VectorType) and t.width.as_int() == 1
 
 
-def _lane(value: CExpr, rest: Path, mem: Memory | None = None) -> CExpr:
+def _lane(value: CExpr, rest: Path) -> CExpr:
     if not rest:
         return value
     (lane,) = rest
