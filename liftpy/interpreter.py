@@ -171,7 +171,7 @@ def _sizes_from_inputs(fun, arrays, given: dict[str, int]) -> dict[str, int]:
     """Bind size variables from the shapes of the inputs; report any shape that contradicts its type."""
     found: dict[str, int] = {}
     for p in fun.data_params:
-        shape = _shape_of(arrays[p.name], p)
+        shape = np.shape(arrays[p.name])
         dims = _type_dims(p.type)
         if len(shape) != len(dims):
             raise InputError(
@@ -201,12 +201,6 @@ def _type_dims(t: Type) -> list:
     if isinstance(t, VectorType):
         dims.append(t.width)
     return dims
-
-
-def _shape_of(x, p) -> tuple[int, ...]:
-    if not isinstance(x, np.ndarray):
-        x = np.asarray(x)
-    return x.shape
 
 
 def _to_value(x, t: Type) -> Value:
