@@ -2,8 +2,9 @@
 hand) derived from listing 3 by the strategy ``direct(σ, κ, v)`` of ``rewrites/direct.py``.
 
 The strategy's output type-checks, evaluates to what listing 3 evaluates to for several layers and tuning
-values, compiles into a padding kernel and a convolution kernel with σ x κ/v vector accumulators in registers,
-and runs on the default OpenCL device.
+values, compiles into a padding kernel, a kernel that copies the weights grouped for vector loads
+([K/κ][kh*kw*C][κ]) and a convolution kernel with σ x κ/v vector accumulators in registers that loads the weight
+vectors with vload, and runs on the default OpenCL device.
 """
 
 import re
@@ -60,8 +61,9 @@ def test_the_strategy_is_a_composition_of_named_rules(layer_program, derived):
     result = direct()(layer_program)
     rules_used = [s.rule for s in result.steps]
     expected_order = ["inlineLet", "splitJoin", "groupJoin", "mapViewFission", "mapMapInterchange",
-                      "reduceBlockBias", "vectorAccumulators", "mapGlb", "reduceSeq", "privateAccumulators",
-                      "storeGlobalBlock", "mapSeqUnroll", "copyPadded", "bindVal"]
+                      "reduceBlockBias", "vectorAccumulators", "zipGroupView", "mapGlb", "reduceSeq",
+                      "privateAccumulators", "storeGlobalBlock", "mapSeqUnroll", "copyPadded", "bindVal",
+                      "copyGroups", "bindVal"]
     positions = [rules_used.index(r, rules_used.index(expected_order[i - 1]) if i else 0)
                  for i, r in enumerate(expected_order)]
     assert positions == sorted(positions)
@@ -75,9 +77,13 @@ def test_the_derived_program_is_low_level(derived):
     from liftpy.rewrite.strategies import is_compute_map
 
     body = derived.main.body
-    assert isinstance(body, Let) and not isinstance(body.body, Let)  # two stages: the padding, the convolution
-    padding, conv = ("".join(liftpy.pretty(e).split()) for e in (body.value, body.body))  # without line breaks
+    # three stages: the padding, the grouped weights, the convolution
+    assert isinstance(body, Let) and isinstance(body.body, Let) and not isinstance(body.body.body, Let)
+    padding, weights, conv = ("".join(liftpy.pretty(e).split()) for e in (body.value, body.body.value, body.body.body))
     assert "mapGlb" in padding and "pad(" in padding and "toGlobal(id)" in padding
+    assert "mapGlb(1," in weights and "mapGlb(0,toGlobal(id)" in weights and "split(κ,kernelsWeights)" in weights
+    assert "transpose(map(" in weights and "pad(" not in weights
+    assert f"zip(map(split(κ),{body.body.pattern.name})" in conv  # the convolution reads the grouped copy
     for piece in ("mapGlb(2,", "mapGlb(1,", "mapGlb(0,", "reduceSeq(", "toPrivate(mapSeqUnroll(mapSeqUnroll(id))",
                   "asVector(v,", "mapSeqUnroll(mapSeqUnroll(toGlobal(id))", "split(σ,", "split(κ,", "a+x*w"):
         assert piece in conv, piece
@@ -117,9 +123,11 @@ def test_the_derived_pipeline_runs_on_opencl(layer_program, layer, tuning):
     assert result and not result.program.tuning_params
     executable = liftpy.compile(result.program, all_sizes(layer, {}))
     kernels = executable.generated.kernels
-    assert len(kernels) == 2  # the padding, the convolution
-    padding, conv = (k.source for k in kernels)
+    assert len(kernels) == 3  # the padding, the grouped weights, the convolution
+    padding, weights, conv = (k.source for k in kernels)
     assert "0.0f" in padding and "get_global_id" in padding
+    assert "kernelsWeights[" in weights and "get_global_id(1)" in weights and "get_global_id(0)" in weights
+    grouped = re.search(r"global float\* restrict (\w+)\) \{", weights).group(1)  # the copy's buffer
     for d in (2, 1, 0):
         assert f"get_global_id({d});  // mapGlb({d})" in conv
     # σ x κ/v vector accumulators, registers (the loops over them unrolled), initialised from the biases
@@ -129,8 +137,9 @@ def test_the_derived_pipeline_runs_on_opencl(layer_program, layer, tuning):
     assert "acc[" not in conv and conv.count("for (") == 1  # one loop: over the window's elements
     assert re.search(r"acc_0 = (vload\d\(0, )?kernelsBiases", conv)
     assert re.search(rf"acc_{count - 1} = \(acc_{count - 1} \+ \(stage\[[^]]*\] \* ", conv)  # acc + x * w, x scalar
-    if v > 1:
-        assert f"(({vector})(kernelsWeights[" in conv  # the weights gathered into vectors across kernels
+    assert "kernelsWeights" not in conv  # only the grouped copy is read
+    if v > 1:  # the weight vectors loaded from the grouped copy, not gathered element by element
+        assert f"vload{v}(0, {grouped} + " in conv and f"(({vector})(" not in conv
     inputs = layer_inputs(layer, seed=2)
     out = executable.run(inputs).output
     expected = liftpy.evaluate(layer_program, inputs, layer_sizes(layer))

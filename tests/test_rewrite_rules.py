@@ -502,6 +502,30 @@ def test_vector_accumulators(sig, v, vectors, length, g, seed):
           inputs)
 
 
+@covers("zipGroupView", "copyGroups")
+@settings(max_examples=CONV)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), scalar_fun("a", "x"), seeds)
+def test_grouped_weights(n, groups, length, g, seed):
+    inputs = arrays(seed, ws=(n * groups, length, 2), bs=(n * groups,))
+    # the group read twice: its first components transposed (the weights), its second ones (the biases)
+    variants = check(rules.zipGroupView, f"""def p(ws: [[[float]_2]_len]_k, bs: [float]_k) =
+        map(g -> reduce(map((w, b) -> b, g), (acc, x) -> map((a, x) -> {g}, zip(acc, x)),
+                        transpose(map((w, b) -> join(w), g))),
+            split({n}, zip(ws, bs)))""", inputs)
+    assert all("zip(map(" in liftpy.pretty(v.program) for v in variants)
+    check(rules.copyGroups, f"""def p(ws: [[[float]_2]_len]_k) =
+        map(r -> reduce(0.0f, (a, x) -> a + x, join(r)), map(g -> transpose(map(w -> join(w), g)), split({n}, ws)))""",
+          {"ws": inputs["ws"]})
+
+
+def test_zip_group_view_keeps_the_second_components_out():
+    # a view that reads the second components (the biases) cannot come from the first ones alone
+    program = liftpy.parse("""def p(ws: [[float]_3]_4, bs: [[float]_3]_4) =
+        map(g -> transpose(map((w, b) -> b, g)), split(2, zip(ws, bs)))""")
+    result = liftpy.rewrite.topDown(rules.zipGroupView)(program)
+    assert not result
+
+
 def test_vector_accumulators_need_a_lane_wise_update():
     # dot on scalars is a product, on vectors a sum of products: vectorising would change the meaning
     program = liftpy.parse("""def p(ps: [[float]_2]_3, qs: [[float]_4]_3, z: [[float]_4]_2) =
