@@ -283,7 +283,8 @@ class ConvPlan:
                     f"the reference: max relative error {error:.3g} > {TOLERANCE}"
                 )
             self.checked = True
-        stages = {name.rsplit("_", 1)[-1]: ms for name, ms in result.per_kernel_ms.items()}
+        produces = {k.name: k.produces for k in self.executable.generated.kernels}  # kernel -> what it computes
+        stages = {produces[name]: ms for name, ms in result.per_kernel_ms.items()}
         return ConvResult(output, result.kernel_ms, stages, error, result.runs_ms)
 
 
