@@ -49,6 +49,14 @@ def compile(program: Program, sizes=None, device=None, function: str | None = No
     return compile_program(program, sizes, device, function)
 
 
+def parameters(program: Program, sizes=None, device=None, **options):
+    """The tuning-parameter space of a program for concrete sizes on a device or target profile
+    (see liftpy.params.parameters): space.parameters, .constraints, .count(), .sample(n), .check(config)."""
+    from .params import parameters as space
+
+    return space(program, sizes, device, **options)
+
+
 def tune(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, **options):
     """Auto-tune a convolution layer (a name such as "vgg16.7", or shapes): see liftpy.tuning.tune."""
     from .tuning import tune as run
@@ -57,5 +65,6 @@ def tune(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, se
 
 
 __all__ = [
+    "parameters",
     "tune",
     "compile","parse", "load", "typecheck", "evaluate", "pretty", "Program", "TypedProgram", "LiftError", "__version__"]

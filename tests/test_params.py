@@ -41,7 +41,7 @@ def test_vgg16_samples_satisfy_constraints_and_typecheck(name):
 
 
 def test_sampling_is_reproducible_with_a_seed():
-    space = parameters(liftpy.load(PARTIAL), partial_sizes(64, 56, 64), device="mali-g72")
+    space = liftpy.parameters(liftpy.load(PARTIAL), sizes=partial_sizes(64, 56, 64), device="mali-g72")
     assert space.sample(50, seed=3) == space.sample(50, seed=3)
     assert space.sample(50, seed=3) != space.sample(50, seed=4)
 
