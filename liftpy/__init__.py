@@ -64,6 +64,15 @@ def tune(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, se
     return run(layer_or_shapes, trials=trials, db=db, device=device, seed=seed, **options)
 
 
+def __getattr__(name: str):
+    """Subpackages on first use: ``liftpy.nn.conv2d`` works after a plain ``import liftpy``."""
+    if name in ("nn", "rewrite", "params", "tuning", "runtime", "codegen", "arith"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'liftpy' has no attribute {name!r}")
+
+
 __all__ = [
     "parameters",
     "tune",

@@ -178,3 +178,12 @@ def test_tuning_parameters_are_declared_and_need_values():
     assert "split" in str(typed.constraints[0])
     out = liftpy.evaluate(program, {"xs": np.zeros(6, np.float32)}, sizes={"tile": 3})
     np.testing.assert_array_equal(out, np.ones(6))
+
+
+def test_subpackages_are_reachable_from_a_plain_import():
+    import subprocess
+    import sys
+
+    code = "import liftpy; print(liftpy.nn.conv2d.__name__, liftpy.rewrite.strategies.lower_to_opencl)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["conv2d", "lower_to_opencl"]
