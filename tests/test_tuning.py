@@ -151,3 +151,14 @@ def test_refusing_a_bad_database(tmp_path):
     path = tmp_path / "bad.sqlite"
     path.write_text("not a database")
     assert main(["report", "--db", str(path), *SMALL_ARGS]) == 1
+
+
+def test_far_slower_configurations_are_timed_once(tmp_path):
+    db = tmp_path / "t.sqlite"
+    trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0)
+    once = [t for t in trials if "timed once" in t.cause]
+    assert once, "with a cutoff of 1x the best, slower configurations are timed once"
+    assert all(t.status == "ok" and t.max_error < 1e-3 for t in once)  # still checked against the reference
+    with sqlite3.connect(db) as conn:
+        runs = dict(conn.execute("SELECT config, times_ms FROM trials").fetchall())
+    assert all(len(json.loads(runs[json.dumps(t.config, ensure_ascii=False)])) == 1 for t in once)

@@ -93,9 +93,10 @@ def device_record(device) -> dict:
 
 def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
          algorithm: str | None = None, repeat: int = 5, timeout: float = 120.0, progress: bool = True,
-         sampler: Sampler | None = None, fault: str | None = None) -> list[Trial]:
+         sampler: Sampler | None = None, fault: str | None = None, cutoff: float | None = 10.0) -> list[Trial]:
     """Measure up to ``trials`` configurations of a layer (those already in the database count), and return
-    every trial of this layer, device and algorithm in the database."""
+    every trial of this layer, device and algorithm in the database. A configuration whose first run is more
+    than ``cutoff`` times slower than the best so far is timed once instead of ``repeat`` times (None: never)."""
     layer = resolve_layer(layer_or_shapes)
     algorithm = algorithm or DEFAULT_ALGORITHM
     if algorithm not in ALGORITHMS:
@@ -108,7 +109,8 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     sampler = sampler or RandomSampler(space, seed, first=default_config(space, algorithm))
     measured = database.measured(layer, algorithm, dev["name"])
     todo = max(0, trials - len(measured))
-    bar = Progress(todo, start=time.perf_counter(), enabled=progress)
+    known = database.best(layer, dev["name"], algorithm)
+    bar = Progress(todo, best_ms=known.time_ms if known else None, start=time.perf_counter(), enabled=progress)
     measurer = Measurer(device, timeout)
     try:
         for config in sampler.proposals():
@@ -116,7 +118,8 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
                 break
             if config_key(config) in measured:
                 continue  # resumed: measured by an earlier run
-            result = measurer.measure(Job(layer, algorithm, config, repeat, 1, fault))
+            cutoff_ms = cutoff * bar.best_ms if cutoff is not None and bar.best_ms is not None else None
+            result = measurer.measure(Job(layer, algorithm, config, repeat, 1, fault, cutoff_ms))
             database.record(layer, algorithm, config, dev, result)
             measured.add(config_key(config))
             sampler.observe(config, result)
