@@ -542,30 +542,8 @@ def _every_rule():
         yield family.instance(*[0 if kind == "dim" else 2 for kind in kinds])
 
 
-def _corpus_sizes(path) -> dict:
-    import re
-
-    line = re.search(r"^// sizes:(.*)$", path.read_text(), re.M)
-    sizes = {}
-    for item in line.group(1).split():
-        name, value = item.split("=")
-        values = tuple(int(v) for v in value.split(","))
-        sizes[name] = values[0] if len(values) == 1 else values
-    return sizes
-
-
-def _random_inputs(program, sizes, seed=0):
-    from liftpy.typecheck import specialize
-    from liftpy.types import array_dims
-
-    rng = np.random.default_rng(seed)
-    inputs = {}
-    for p in specialize(program, sizes).main.data_params:
-        dims, leaf = array_dims(p.type)
-        shape = [d.as_int() for d in dims] + ([leaf.width.as_int()] if hasattr(leaf, "width") else [])
-        values = rng.uniform(-1, 1, shape)
-        inputs[p.name] = values.astype(np.int32 if "int" in str(leaf) else np.float32)
-    return inputs
+from .test_codegen import random_inputs as _random_inputs  # noqa: E402
+from .test_codegen import sizes_of as _corpus_sizes  # noqa: E402
 
 
 def test_every_rule_preserves_the_meaning_of_the_corpus_programs(examples_dir):
