@@ -3,9 +3,13 @@
 * ``naive_opencl``: a naive direct convolution in OpenCL C, one work-item per output element (the baseline
   the paper's x10 claim is measured against), run through PyOpenCL on the same device as liftpy's kernels;
 * ``im2col_gemm``: im2col + GEMM with numpy in float32 (numpy's BLAS);
-* ``torch_conv2d``: PyTorch's CPU conv2d, when torch is installed (optional).
+* ``torch_conv2d``: PyTorch's CPU conv2d, when torch is installed (optional);
+* ``clblast_conv``: im2col as a hand-written OpenCL kernel + CLBlast's SGEMM, on the same device as liftpy's
+  kernels, when pyclblast and libclblast are installed (optional: ``apt-get install libclblast-dev``,
+  ``pip install pyclblast``).
 
-Each returns (output NCHW float32, median milliseconds).
+Each returns (output NCHW float32, median milliseconds); the optional ones return (None, None) when their
+library is missing.
 """
 
 from __future__ import annotations
@@ -61,6 +65,78 @@ def naive_opencl(x, w, b, stride, padding, device=None, repeat=3):
     result = np.empty((n, k, oh, ow), np.float32)
     cl.enqueue_copy(queue, result, out)
     return result, statistics.median(times[1:])
+
+
+# BASELINE: hand-written OpenCL for clblast_conv, labelled as such; the GEMM itself is CLBlast's.
+# bias_fill: out[n, k, :, :] = b[k] (the GEMM then accumulates into it, beta = 1);
+# im2col: one image's zero-padded column matrix, row (c * KH + ky) * KW + kx, column oy * OW + ox.
+CLBLAST_IM2COL_KERNELS = """
+kernel void bias_fill(const global float* b, global float* out, int K, int P) {
+    int p = get_global_id(0), nk = get_global_id(1);
+    if (p < P) out[nk * P + p] = b[nk % K];
+}
+
+kernel void im2col(const global float* x, global float* columns, int n, int C, int H, int W, int KH, int KW,
+                   int SH, int SW, int PT, int PL, int OH, int OW) {
+    int p = get_global_id(0), r = get_global_id(1);
+    if (p >= OH * OW) return;
+    int oy = p / OW, ox = p % OW, kx = r % KW, ky = (r / KW) % KH, c = r / (KW * KH);
+    int iy = oy * SH + ky - PT, ix = ox * SW + kx - PL;
+    columns[r * OH * OW + p] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((n * C + c) * H + iy) * W + ix] : 0.0f;
+}
+"""
+
+
+def clblast_conv_bytes(x_shape, w_shape, stride, padding):
+    """Bytes of the buffers clblast_conv allocates itself: input, weights, bias, one image's column matrix,
+    output (CLBlast's own temporary buffers, if its GEMM uses any, are not counted)."""
+    n, c, h, wd = x_shape
+    k, _, kh, kw = w_shape
+    top, bottom, left, right = padding
+    oh, ow = (h + top + bottom - kh) // stride[0] + 1, (wd + left + right - kw) // stride[1] + 1
+    return 4 * (n * c * h * wd + k * c * kh * kw + k + c * kh * kw * oh * ow + n * k * oh * ow)
+
+
+def clblast_conv(x, w, b, stride, padding, device=None, repeat=3):
+    """im2col (hand-written kernel above) + CLBlast SGEMM per image: out[n] (K x OH*OW) = weights
+    (K x C*KH*KW) x columns (C*KH*KW x OH*OW) + bias. The time of one run is from the start of its first
+    kernel to the end of its last one on the in-order profiling queue (CLBlast returns the event of its last
+    kernel only and may run helper kernels before it), so every kernel of the run is covered."""
+    try:
+        import pyclblast
+    except ImportError:  # pyclblast missing, or built but libclblast.so is not found
+        return None, None
+    import pyopencl as cl
+    import pyopencl.array as cl_array
+
+    from liftpy.runtime import context_and_queue, get_device
+
+    dev = get_device(device)
+    ctx, queue = context_and_queue(dev)
+    program = cl.Program(ctx, CLBLAST_IM2COL_KERNELS).build()
+    bias_fill, im2col = cl.Kernel(program, "bias_fill"), cl.Kernel(program, "im2col")
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    top, bottom, left, right = padding
+    oh, ow = (h + top + bottom - kh) // stride[0] + 1, (wd + left + right - kw) // stride[1] + 1
+    rows, pixels = c * kh * kw, oh * ow
+    x_dev = cl_array.to_device(queue, np.ascontiguousarray(x, dtype=np.float32))
+    weights = cl_array.to_device(queue, np.ascontiguousarray(w, dtype=np.float32).reshape(k, rows))
+    bias = cl_array.to_device(queue, np.ascontiguousarray(b, dtype=np.float32))
+    columns = cl_array.empty(queue, (rows, pixels), np.float32)
+    out = cl_array.empty(queue, (n * k, pixels), np.float32)  # NCHW: image i is rows i*K .. i*K+K-1
+    ints = [np.int32(v) for v in (c, h, wd, kh, kw, stride[0], stride[1], top, left, oh, ow)]
+    times = []
+    for _ in range(repeat + 1):  # the first run (CLBlast compiles its kernels then) is a warm-up
+        first = bias_fill(queue, (pixels, n * k), None, bias.data, out.data, np.int32(k), np.int32(pixels))
+        for i in range(n):
+            im2col(queue, (pixels, rows), None, x_dev.data, columns.data, np.int32(i), *ints)
+            last = pyclblast.gemm(queue, k, pixels, rows, weights, columns, out, a_ld=rows, b_ld=pixels,
+                                  c_ld=pixels, beta=1.0, c_offset=i * k * pixels)
+        last.wait()
+        queue.finish()
+        times.append((last.profile.end - first.profile.start) * 1e-6)
+    return out.get().reshape(n, k, oh, ow), statistics.median(times[1:])
 
 
 def im2col_gemm(x, w, b, stride, padding, repeat=3):
