@@ -4,8 +4,14 @@ best configuration with every baseline measured in the same run, layer by layer 
     python benchmarks/vgg16.py [--trials 30] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7]
 
 Baselines (benchmarks/baselines.py, hand-written and labelled): the naive direct OpenCL convolution on the
-same device, numpy im2col + GEMM, PyTorch's CPU conv2d when torch is installed. They are stored in the
-database too, so `liftpy report --db tuning.sqlite --network vgg16` shows them.
+same device, numpy im2col + GEMM, PyTorch's CPU conv2d when torch is installed, and CLBlast's GEMM after a
+hand-written im2col kernel on the same device when pyclblast is installed. They are stored in the database
+too, so `liftpy report --db tuning.sqlite --network vgg16` shows them.
+
+The CLBlast baseline is optional (the `bench` extra); to get it on Debian:
+
+    apt-get install libclblast-dev
+    pip install pyclblast        # or: pip install -e .[bench]
 """
 
 import argparse
@@ -19,7 +25,7 @@ import numpy as np  # noqa: E402
 
 import liftpy  # noqa: E402
 import liftpy.nn as nn  # noqa: E402
-from benchmarks.baselines import im2col_gemm, naive_opencl, torch_conv2d  # noqa: E402
+from benchmarks.baselines import clblast_conv, clblast_conv_bytes, im2col_gemm, naive_opencl, torch_conv2d  # noqa: E402
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
@@ -30,7 +36,7 @@ def main():
     parser.add_argument("--trials", type=int, default=30, help="trials per layer (already measured ones count)")
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
-    parser.add_argument("--algorithm", default="direct")
+    parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
     args = parser.parse_args()
     device = device_info(get_device()).name
     rng = np.random.default_rng(0)
@@ -51,13 +57,19 @@ def main():
         _, torch_ms = torch_conv2d(x, w, b, layer.stride, layer.padding)
         if torch_ms is not None:
             baselines["PyTorch"] = torch_ms
+        memory = {}
+        _, clblast_ms = clblast_conv(x, w, b, layer.stride, layer.padding)
+        if clblast_ms is not None:
+            baselines["CLBlast im2col+GEMM"] = clblast_ms
+            memory["CLBlast im2col+GEMM"] = clblast_conv_bytes(x.shape, w.shape, layer.stride, layer.padding)
         for baseline, ms in baselines.items():
-            database.record_baseline(layer, device, baseline, ms, None)
+            database.record_baseline(layer, device, baseline, ms, memory.get(baseline))
         database.close()
         rows.append((name, layer, best, baselines))
     columns = list(rows[0][3])
+    width = {c: max(16, len(c) + 3) for c in columns}  # "CLBlast im2col+GEMM ms" is wider than 16
     print(f"{'layer':9} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10}"
-          + "".join(f" {c + ' ms':>16} {'ratio':>6}" for c in columns))
+          + "".join(f" {c + ' ms':>{width[c]}} {'ratio':>6}" for c in columns))
     totals = {c: 0.0 for c in columns}
     total = 0.0
     for name, layer, best, baselines in rows:
@@ -68,10 +80,10 @@ def main():
                 f"{best.memory_bytes / 2**20:6.1f} {im2col:10.1f}")
         for c in columns:
             totals[c] += baselines[c]
-            line += f" {baselines[c]:16.2f} {baselines[c] / best.time_ms:6.2f}"
+            line += f" {baselines[c]:{width[c]}.2f} {baselines[c] / best.time_ms:6.2f}"
         print(line)
     print(f"{'total':9} {total:9.2f} {'':8} {'':6} {'':10}"
-          + "".join(f" {totals[c]:16.2f} {totals[c] / total:6.2f}" for c in columns))
+          + "".join(f" {totals[c]:{width[c]}.2f} {totals[c] / total:6.2f}" for c in columns))
     print(f"ratio = baseline time / liftpy time (higher: liftpy faster); {args.trials} trials per layer; device {device}")
 
 

@@ -335,6 +335,8 @@ def cmd_devices(args) -> int:
 
 # ------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
+    from .nn.conv import ALGORITHMS, DEFAULT_ALGORITHM, TUNED_ALGORITHMS
+
     parser = argparse.ArgumentParser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -398,8 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("conv", "run one convolution layer on the device, checked against the reference", cmd_conv)
     layer_options(p, db=False)
-    p.add_argument("--algorithm", choices=["direct", "paper", "derived", "derived-direct"], help="the pipeline: direct (default), paper (hand-written, NCHW batches), derived or derived-direct (listing 3 "
-                        "rewritten by the strategies convolution and direct)")
+    p.add_argument("--algorithm", choices=list(ALGORITHMS),
+                   help="the pipeline: " + "; ".join(f"{a.name}: {a.doc}" for a in ALGORITHMS.values())
+                   + f" (default {DEFAULT_ALGORITHM})")
     p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
@@ -410,8 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
     layer_options(p)
     p.add_argument("--trials", type=int, default=100, help="configurations to measure in total (resumes)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--algorithm", choices=["direct", "paper", "derived", "derived-direct"], help="the pipeline: direct (default), paper (hand-written, NCHW batches), derived or derived-direct (listing 3 "
-                        "rewritten by the strategies convolution and direct)")
+    p.add_argument("--algorithm", metavar="NAMES",
+                   help="the pipelines to search, comma-separated (default: " + ",".join(TUNED_ALGORITHMS)
+                   + "; known: " + ", ".join(ALGORITHMS) + ")")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per trial (the median is kept)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds before a trial counts as hung")

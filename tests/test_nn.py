@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import liftpy.nn as nn
 from liftpy.errors import ConstraintError, InputError
+from liftpy.nn.conv import ALGORITHMS
 from liftpy.nn.layers import VGG16
 
 from .reference import conv2d_hwc
@@ -40,7 +41,7 @@ def small_layers(draw):
                 padding=(top, bottom, left, right))
 
 
-@pytest.mark.parametrize("algorithm", ["direct", "paper", "derived", "derived-direct"])
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layer=small_layers(), seed=st.integers(0, 1000))
 def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
@@ -55,7 +56,7 @@ def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
     assert_matches(out, reference_nchw(x, w, b, layer["stride"], layer["padding"]))
 
 
-SCALED = [(name, algorithm) for name in VGG16 for algorithm in ("direct", "paper", "derived", "derived-direct")]
+SCALED = [(name, algorithm) for name in VGG16 for algorithm in ALGORITHMS]
 
 
 @pytest.mark.parametrize("name, algorithm", SCALED, ids=[f"{n}-{a}" for n, a in SCALED])
@@ -73,7 +74,8 @@ def test_scaled_down_vgg16_layers(name, algorithm):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(VGG16))
 def test_full_size_vgg16_layers(name):
-    """Three random valid configurations per layer at full size, and the paper's pipeline once (-m slow)."""
+    """Three random valid configurations of the default pipeline per layer at full size, the other pipelines at
+    their default points (-m slow)."""
     layer = VGG16[name]
     rng = np.random.default_rng(0)
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
@@ -82,7 +84,7 @@ def test_full_size_vgg16_layers(name):
     expected = conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1))
     for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config), expected)
-    for algorithm in ("paper", "derived", "derived-direct"):  # at their default points
+    for algorithm in set(ALGORITHMS) - {"direct"}:  # at their default points
         config = nn.default_config(nn.conv_space(layer, algorithm=algorithm), algorithm)
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm), expected)
 

@@ -23,9 +23,10 @@ SMALL_ARGS = ["--input", "8x12x12", "--kernels", "8x3x3", "--padding", "1"]
 
 
 def rows(db_path):
+    """(pipeline and configuration, status, cause, time, error, memory, source hashes) of every trial."""
     with sqlite3.connect(db_path) as conn:
-        return conn.execute("SELECT config, status, cause, time_ms, max_error, memory_bytes, source_hashes "
-                            "FROM trials").fetchall()
+        return conn.execute("SELECT algorithm || ' ' || config, status, cause, time_ms, max_error, memory_bytes, "
+                            "source_hashes FROM trials").fetchall()
 
 
 def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):

@@ -31,24 +31,55 @@ from .reference import conv2d_reference, im2col_bytes
 TOLERANCE = 1e-3
 
 
+#: how each pipeline wants the OIHW weights (numpy on the host, once per layer), with the text export notes give
+WEIGHT_LAYOUTS = {
+    "ohwi": "K x kh x kw x C: w.transpose(0, 2, 3, 1)",
+    "grouped-hwc": "grouped for vector loads: [K/κ][kh*kw*C][κ], i.e. "
+                   "w.transpose(0, 2, 3, 1).reshape(K // κ, κ, -1).transpose(0, 2, 1)",
+    "grouped-chw": "grouped for broadcasts: [K/κ][C*kh*kw][κ], i.e. w.reshape(K // κ, κ, -1).transpose(0, 2, 1)",
+}
+
+
+def arrange_weights(layout: str, w: np.ndarray, config: Mapping[str, int]) -> np.ndarray:
+    """OIHW weights rearranged into a pipeline's layout (see :data:`WEIGHT_LAYOUTS`)."""
+    w = np.asarray(w, dtype=np.float32)
+    if layout == "grouped-chw":
+        kernels, kappa = w.shape[0], config["κ"]
+        return np.ascontiguousarray(w.reshape(kernels // kappa, kappa, -1).transpose(0, 2, 1))
+    ohwi = w.transpose(0, 2, 3, 1)
+    if layout == "grouped-hwc":
+        kernels, kappa = w.shape[0], config["κ"]
+        return np.ascontiguousarray(ohwi.reshape(kernels // kappa, kappa, -1).transpose(0, 2, 1))
+    return np.ascontiguousarray(ohwi)
+
+
 @dataclass(frozen=True)
 class Algorithm:
     name: str
     file: str
     doc: str
+    weights: str  # a key of WEIGHT_LAYOUTS
+    blocked: bool = False  # a space of σ x κ blocks per work-item (direct, rows, derived-direct)
 
 
 ALGORITHMS = {
-    "direct": Algorithm("direct", "conv_direct.lift", "σ pixels x κ kernels per work-item, vectorised over kernels"),
-    "paper": Algorithm("paper", "conv_pipeline.lift", "the paper's pipeline: tiles, partial sums over chunks"),
+    "direct": Algorithm("direct", "conv_direct.lift", "σ pixels x κ kernels per work-item, vectorised over kernels",
+                        "grouped-hwc", blocked=True),
+    "rows": Algorithm("rows", "conv_rows.lift", "σ pixels x κ kernels per work-item, vectorised along output rows",
+                      "grouped-chw", blocked=True),
+    "paper": Algorithm("paper", "conv_pipeline.lift", "the paper's pipeline: tiles, partial sums over chunks", "ohwi"),
     "derived": Algorithm("derived", "conv_layer.lift",
-                         "the paper's pipeline derived from listing 3 by the rewrite strategy convolution"),
+                         "the paper's pipeline derived from listing 3 by the rewrite strategy convolution", "ohwi"),
     "derived-direct": Algorithm("derived-direct", "conv_layer.lift",
-                                "the CPU extension derived from listing 3 by the rewrite strategy direct"),
+                                "the CPU extension derived from listing 3 by the rewrite strategy direct", "ohwi",
+                                blocked=True),
 }
 #: the algorithms that are listing 3 rewritten (one image per run, listing 3's layouts)
 DERIVED = ("derived", "derived-direct")
 DEFAULT_ALGORITHM = "direct"
+#: what the tuner searches when not told: the two pipelines built for CPUs and wide vectors (the paper's
+#: pipeline is ten times slower on a CPU; ask for it by name)
+TUNED_ALGORITHMS = ("direct", "rows")
 
 
 @lru_cache(maxsize=None)
@@ -127,7 +158,7 @@ def _sizes(layer: ConvLayer, algorithm: str) -> dict:
                     padSize=layer.padding, kernelStride=layer.stride)
     common = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,
                   stride=layer.stride, padding=layer.padding)
-    if algorithm == "direct":
+    if algorithm in ("direct", "rows"):
         return dict(common, kernel=(layer.kernel_height, layer.kernel_width))
     return dict(common, kh=layer.kernel_height, kw=layer.kernel_width)
 
@@ -146,7 +177,7 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
     program = algorithm_program(algorithm)
     kh, kw, (s1, s2) = layer.kernel_height, layer.kernel_width, layer.stride
     top, bottom, left, right = layer.padding
-    if algorithm in ("direct", "derived-direct"):
+    if ALGORITHMS[algorithm].blocked:
         ranges = {"σ": (1, layer.out_width), "κ": (1, layer.kernels), "v": (1, 16)}
         space = parameters(program, _sizes(layer, algorithm), device=device, ranges=ranges)
         return space
@@ -197,7 +228,7 @@ def default_config(space: ParameterSpace, algorithm: str, device_kind: str = "cp
     if not candidates:
         raise ConstraintError("no valid configuration for this layer on this device",
                               notes=tuple(str(c) for c in space.explain_unsat()))
-    if algorithm in ("direct", "derived-direct"):
+    if ALGORITHMS[algorithm].blocked:
         def score(c):
             accumulators = c["σ"] * c["κ"] // c["v"]
             return (-c["v"], abs(accumulators - 24), -c["σ"])
@@ -249,16 +280,10 @@ class ConvPlan:
         """The pipeline's inputs: the images as they are, the weights rearranged for it (once per layer)."""
         L = self.layer
         bias = np.zeros(L.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
-        ohwi = np.asarray(w, dtype=np.float32).transpose(0, 2, 3, 1)  # K x kh x kw x C, listing 3's layout
+        weights = arrange_weights(ALGORITHMS[self.algorithm].weights, w, self.config)
         if self.algorithm in DERIVED:  # listing 3's layouts: images H x W x C, weights K x kh x kw x C
             images = np.ascontiguousarray(np.asarray(x, dtype=np.float32).transpose(0, 2, 3, 1))
-            return {"inputData": images, "kernelsWeights": np.ascontiguousarray(ohwi), "kernelsBiases": bias}
-        if self.algorithm == "direct":
-            kappa = self.config["κ"]
-            grouped = ohwi.reshape(L.kernels // kappa, kappa, -1).transpose(0, 2, 1)  # groups x window x κ
-            weights = np.ascontiguousarray(grouped)
-        else:
-            weights = np.ascontiguousarray(ohwi)
+            return {"inputData": images, "kernelsWeights": weights, "kernelsBiases": bias}
         return {"input": np.ascontiguousarray(x, dtype=np.float32), "weights": weights, "biases": bias}
 
     def run(self, x, w, b=None, repeat: int = 1, warmup: int = 0, check: bool | None = None) -> ConvResult:
@@ -348,8 +373,7 @@ def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None,
 def export_notes(plan: ConvPlan, trial=None) -> str:
     """What a user of exported kernels needs to know: the inputs' layouts and the configuration."""
     L = plan.layer
-    weights = ("grouped for vector loads: [K/κ][kh*kw*C][κ], i.e. w.transpose(0, 2, 3, 1).reshape(K // κ, κ, -1)"
-               ".transpose(0, 2, 1)" if plan.algorithm == "direct" else "K x kh x kw x C: w.transpose(0, 2, 3, 1)")
+    weights = WEIGHT_LAYOUTS[ALGORITHMS[plan.algorithm].weights]
     if plan.algorithm in DERIVED:
         return (f"liftpy {plan.algorithm} pipeline (listing 3 rewritten) for {L.describe()}, one image per run\n"
                 f"configuration: {plan.config}\n"

@@ -12,37 +12,55 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 
-from ..nn.conv import ALGORITHMS, DEFAULT_ALGORITHM, conv_space, default_config, make_layer
+from ..errors import InputError
+from ..nn.conv import ALGORITHMS, TUNED_ALGORITHMS, conv_space, default_config, make_layer
 from ..nn.layers import ConvLayer, layer as named_layer
 from .db import Trial, TuningDB, config_key
 from .measure import Job, Measurer
 
+if TYPE_CHECKING:
+    from ..params import ParameterSpace
+
 
 class Sampler(Protocol):
-    """Proposes configurations to measure, in order; told about every result (for model-guided search)."""
+    """Proposes (algorithm, configuration) pairs to measure, in order; told about every result (for
+    model-guided search)."""
 
-    def proposals(self) -> Iterator[dict[str, int]]: ...
+    def proposals(self) -> Iterator[tuple[str, dict[str, int]]]: ...
 
-    def observe(self, config: dict[str, int], result: dict) -> None: ...
+    def observe(self, algorithm: str, config: dict[str, int], result: dict) -> None: ...
 
 
 class RandomSampler:
-    """The paper's search: distinct random valid configurations from the parameter space, seeded; the
-    default rule's configuration is measured first, so the search never reports worse than the default."""
+    """The paper's search: distinct random valid configurations from each pipeline's parameter space, seeded,
+    the pipelines taking turns; each pipeline's default configuration comes first, so the search never reports
+    worse than the defaults."""
 
-    def __init__(self, space, seed: int = 0, pool: int = 10_000, first: dict | None = None):
-        self.space, self.seed, self.pool, self.first = space, seed, pool, first
+    def __init__(self, spaces: Mapping[str, ParameterSpace], seed: int = 0, pool: int = 10_000,
+                 first: Mapping[str, dict] | None = None):
+        self.spaces, self.seed, self.pool, self.first = dict(spaces), seed, pool, dict(first or {})
 
-    def proposals(self):
-        if self.first is not None:
-            yield self.first
-        for config in self.space.sample(self.pool, seed=self.seed):
-            if config != self.first:
+    def _stream(self, algorithm: str):
+        first = self.first.get(algorithm)
+        if first is not None:
+            yield first
+        for config in self.spaces[algorithm].sample(self.pool, seed=self.seed):
+            if config != first:
                 yield config
 
-    def observe(self, config, result):
+    def proposals(self):
+        streams = {algorithm: self._stream(algorithm) for algorithm in self.spaces}
+        while streams:
+            for algorithm in list(streams):
+                config = next(streams[algorithm], None)
+                if config is None:
+                    del streams[algorithm]  # that space is exhausted; the others go on
+                else:
+                    yield algorithm, config
+
+    def observe(self, algorithm, config, result):
         pass
 
 
@@ -91,42 +109,56 @@ def device_record(device) -> dict:
     return {"name": info.name, "driver": info.driver, "platform": info.platform}
 
 
-def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
-         algorithm: str | None = None, repeat: int = 5, timeout: float = 120.0, progress: bool = True,
-         sampler: Sampler | None = None, fault: str | None = None, cutoff: float | None = 10.0) -> list[Trial]:
-    """Measure up to ``trials`` configurations of a layer (those already in the database count), and return
-    every trial of this layer, device and algorithm in the database. A configuration whose first run is more
-    than ``cutoff`` times slower than the best so far is timed once instead of ``repeat`` times (None: never)."""
-    layer = resolve_layer(layer_or_shapes)
-    algorithm = algorithm or DEFAULT_ALGORITHM
-    if algorithm not in ALGORITHMS:
-        from ..errors import InputError
+def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]:
+    """None (the pipelines tuned by default), a name, comma-separated names, or a sequence of names."""
+    if algorithm is None:
+        return TUNED_ALGORITHMS
+    names = tuple(a.strip() for a in algorithm.split(",")) if isinstance(algorithm, str) else tuple(algorithm)
+    for name in names:
+        if name not in ALGORITHMS:
+            raise InputError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
+    if not names:
+        raise InputError("no algorithm given")
+    return tuple(dict.fromkeys(names))
 
-        raise InputError(f"unknown algorithm {algorithm!r} (known: {', '.join(ALGORITHMS)})")
+
+def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
+         algorithm: str | Sequence[str] | None = None, repeat: int = 5, timeout: float = 120.0,
+         progress: bool = True, sampler: Sampler | None = None, fault: str | None = None,
+         cutoff: float | None = 10.0) -> list[Trial]:
+    """Measure up to ``trials`` configurations of a layer in total over the given pipelines (default
+    :data:`TUNED_ALGORITHMS`; those already in the database count), and return every trial of this layer,
+    device and these pipelines in the database. A configuration whose first run is more than ``cutoff`` times
+    slower than the best so far is timed once instead of ``repeat`` times (None: never)."""
+    layer = resolve_layer(layer_or_shapes)
+    algorithms = resolve_algorithms(algorithm)
     dev = device_record(device)
     database = TuningDB(db)
-    space = conv_space(layer, device=device, algorithm=algorithm)
-    sampler = sampler or RandomSampler(space, seed, first=default_config(space, algorithm))
-    measured = database.measured(layer, algorithm, dev["name"])
+    if sampler is None:
+        spaces = {a: conv_space(layer, device=device, algorithm=a) for a in algorithms}
+        sampler = RandomSampler(spaces, seed, first={a: default_config(s, a) for a, s in spaces.items()})
+    measured = {(a, key) for a in algorithms for key in database.measured(layer, a, dev["name"])}
     todo = max(0, trials - len(measured))
-    known = database.best(layer, dev["name"], algorithm)
-    bar = Progress(todo, best_ms=known.time_ms if known else None, start=time.perf_counter(), enabled=progress)
+    known = [t for t in (database.best(layer, dev["name"], a) for a in algorithms) if t is not None]
+    best_ms = min(t.time_ms for t in known) if known else None
+    bar = Progress(todo, best_ms=best_ms, start=time.perf_counter(), enabled=progress)
     measurer = Measurer(device, timeout)
     try:
-        for config in sampler.proposals():
+        for algorithm_name, config in sampler.proposals():
             if bar.done >= todo:
                 break
-            if config_key(config) in measured:
+            key = (algorithm_name, config_key(config))
+            if key in measured:
                 continue  # resumed: measured by an earlier run
             cutoff_ms = cutoff * bar.best_ms if cutoff is not None and bar.best_ms is not None else None
-            result = measurer.measure(Job(layer, algorithm, config, repeat, 1, fault, cutoff_ms))
-            database.record(layer, algorithm, config, dev, result)
-            measured.add(config_key(config))
-            sampler.observe(config, result)
+            result = measurer.measure(Job(layer, algorithm_name, config, repeat, 1, fault, cutoff_ms))
+            database.record(layer, algorithm_name, config, dev, result)
+            measured.add(key)
+            sampler.observe(algorithm_name, config, result)
             bar.update(result)
     finally:
         bar.finish()
         measurer.close()
-    out = database.trials(layer, dev["name"], algorithm=algorithm)
+    out = [t for t in database.trials(layer, dev["name"]) if t.algorithm in algorithms]
     database.close()
     return out
