@@ -15,6 +15,7 @@ The CLBlast baseline is optional (the `bench` extra); to get it on Debian:
 """
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -37,24 +38,29 @@ def main():
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
+    parser.add_argument("--repeat", type=int, default=10, help="timed runs of liftpy's best and of PyTorch (medians)")
     args = parser.parse_args()
     device = device_info(get_device()).name
-    rng = np.random.default_rng(0)
     names = args.layers.split(",")
-    rows = []
-    for name in names:
-        layer = nn.VGG16[name]
+    for name in names:  # 1. tuning (resumes: configurations already in the database are not measured again)
         print(f"{name}: tuning ({args.trials} trials)...", file=sys.stderr)
-        liftpy.tune(layer, trials=args.trials, db=args.db, algorithm=args.algorithm)
+        liftpy.tune(nn.VGG16[name], trials=args.trials, db=args.db, algorithm=args.algorithm)
+    rng = np.random.default_rng(0)
+    rows = []
+    for name in names:  # 2. liftpy's best configuration re-measured next to every baseline, in this run
+        layer = nn.VGG16[name]
         database = TuningDB(args.db)
         best = database.best(layer, device)
         x = rng.standard_normal((1, layer.channels, layer.height, layer.width)).astype(np.float32)
         w = (rng.standard_normal((layer.kernels, layer.channels, 3, 3)) / np.sqrt(9 * layer.channels)).astype(np.float32)
         b = rng.standard_normal(layer.kernels).astype(np.float32)
+        plan = nn.plan(layer, best.config, algorithm=best.algorithm)
+        result = plan.run(x, w, b, repeat=args.repeat, warmup=2, check=True)  # checked against the reference
+        liftpy_ms = statistics.median(result.runs_ms)
         baselines = {}
         _, baselines["naive OpenCL"] = naive_opencl(x, w, b, layer.stride, layer.padding, repeat=1)
-        _, baselines["numpy im2col"] = im2col_gemm(x, w, b, layer.stride, layer.padding)
-        _, torch_ms = torch_conv2d(x, w, b, layer.stride, layer.padding)
+        _, baselines["numpy im2col"] = im2col_gemm(x, w, b, layer.stride, layer.padding, repeat=5)
+        _, torch_ms = torch_conv2d(x, w, b, layer.stride, layer.padding, repeat=args.repeat)
         if torch_ms is not None:
             baselines["PyTorch"] = torch_ms
         memory = {}
@@ -64,27 +70,33 @@ def main():
             memory["CLBlast im2col+GEMM"] = clblast_conv_bytes(x.shape, w.shape, layer.stride, layer.padding)
         for baseline, ms in baselines.items():
             database.record_baseline(layer, device, baseline, ms, memory.get(baseline))
+        tried = len(database.trials(layer, device))
         database.close()
-        rows.append((name, layer, best, baselines))
-    columns = list(rows[0][3])
+        rows.append((name, layer, best, liftpy_ms, plan.memory_bytes, tried, baselines))
+        print(f"{name}: liftpy {liftpy_ms:.2f} ms ({best.algorithm} {best.config}), "
+              + ", ".join(f"{k} {v:.2f} ms" for k, v in baselines.items()), file=sys.stderr)
+    columns = list(rows[0][6])
     width = {c: max(16, len(c) + 3) for c in columns}  # "CLBlast im2col+GEMM ms" is wider than 16
-    print(f"{'layer':9} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10}"
-          + "".join(f" {c + ' ms':>{width[c]}} {'ratio':>6}" for c in columns))
+    print(f"{'layer':9} {'trials':>6} {'pipeline':>8} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10} "
+          f"{'mem ratio':>9}" + "".join(f" {c + ' ms':>{width[c]}} {'ratio':>6}" for c in columns))
     totals = {c: 0.0 for c in columns}
     total = 0.0
-    for name, layer, best, baselines in rows:
-        total += best.time_ms
+    memory_ratios = []
+    for name, layer, best, liftpy_ms, memory_bytes, tried, baselines in rows:
+        total += liftpy_ms
         im2col = im2col_bytes(1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3,
-                              layer.out_height, layer.out_width) / 2**20
-        line = (f"{name:9} {best.time_ms:9.2f} {layer.flops / best.time_ms / 1e6:8.1f} "
-                f"{best.memory_bytes / 2**20:6.1f} {im2col:10.1f}")
+                              layer.out_height, layer.out_width)
+        memory_ratios.append(im2col / memory_bytes)
+        line = (f"{name:9} {tried:6} {best.algorithm:>8} {liftpy_ms:9.2f} {layer.flops / liftpy_ms / 1e6:8.1f} "
+                f"{memory_bytes / 2**20:6.1f} {im2col / 2**20:10.1f} {im2col / memory_bytes:9.2f}")
         for c in columns:
             totals[c] += baselines[c]
-            line += f" {baselines[c]:{width[c]}.2f} {baselines[c] / best.time_ms:6.2f}"
+            line += f" {baselines[c]:{width[c]}.2f} {baselines[c] / liftpy_ms:6.2f}"
         print(line)
-    print(f"{'total':9} {total:9.2f} {'':8} {'':6} {'':10}"
+    print(f"{'total':9} {'':6} {'':8} {total:9.2f} {'':8} {'':6} {'':10} {statistics.mean(memory_ratios):9.2f}"
           + "".join(f" {totals[c]:{width[c]}.2f} {totals[c] / total:6.2f}" for c in columns))
-    print(f"ratio = baseline time / liftpy time (higher: liftpy faster); {args.trials} trials per layer; device {device}")
+    print(f"ratio = baseline time / liftpy time (higher: liftpy faster); mem ratio = im2col+GEMM bytes / liftpy bytes "
+          f"(total row: mean over layers); medians of {args.repeat} runs for liftpy and PyTorch; device {device}")
 
 
 if __name__ == "__main__":

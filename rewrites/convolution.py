@@ -70,7 +70,7 @@ def _size(value, name: str):
 
 def in_stage(s):
     """``s`` on the value of the first val (pre-order): the stage bindVal named last is the outermost one."""
-    from liftpy.rewrite.strategies import is_prim, position, topDown, when
+    from liftpy.rewrite.strategies import position, topDown, when
 
     return topDown(when(lambda t: isinstance(t, Let), "val") >> position((0,), s))
 
@@ -118,7 +118,7 @@ def steps(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None
           theta_w=None, square=True):
     """The derivation, as a list of (what, strategy): see :func:`convolution`."""
     from liftpy.rewrite import rules as R
-    from liftpy.rewrite.strategies import bottomUp, normalize, position, repeat, topDown, try_
+    from liftpy.rewrite.strategies import bottomUp, normalize, position, repeat, topDown
 
     θ, ρh, ρw = _size(theta, "θ"), _size(rho_h, "ρh"), _size(rho_w, "ρw")
     θw = θ if square and theta_w is None else _size(theta_w, "θw")

@@ -330,7 +330,7 @@ def test_python_rule_file_mistakes_are_reported(tmp_path):
 def test_the_catalogue_is_documented_and_grouped():
     book = rules.catalogue()
     assert list(book.groups) == ["algorithmic", "fusion", "interchange", "reduction", "simplification", "tiling",
-                                 "vectorisation", "lowering", "memory", "convolution", "direct"]
+                                 "vectorisation", "lowering", "memory", "convolution", "direct", "copies"]
     for name, family in book.items():
         first = family.doc.splitlines()[0]
         assert first.startswith(name) and ("==" in first), f"{name}: the doc should start with its equation"

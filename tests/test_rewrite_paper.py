@@ -62,8 +62,8 @@ def test_tiling_the_convolution_gives_the_nested_slide_form(examples_dir):
     original = "slide2D((kernelHeight, kernelWidth), (kernelStride._1, kernelStride._2), paddedInput)"
     assert original in text
     tiled = UNTILE2D.format(
-        f"map2D(tile -> slide2D((kernelHeight, kernelWidth), (kernelStride._1, kernelStride._2), tile), "
-        f"slide2D((5, 5), (5 - (kernelHeight - kernelStride._1), 5 - (kernelWidth - kernelStride._2)), paddedInput))")
+        "map2D(tile -> slide2D((kernelHeight, kernelWidth), (kernelStride._1, kernelStride._2), tile), "
+        "slide2D((5, 5), (5 - (kernelHeight - kernelStride._1), 5 - (kernelWidth - kernelStride._2)), paddedInput))")
     expected = liftpy.typecheck(liftpy.parse(text.replace(original, tiled))).program  # pad's 0 becomes 0.0f
     assert result.program.functions == expected.functions
     # 3x3 kernels, stride 1, 10x10 padded input: tiles of 5 moved by 3 cover the 8 window positions? (10-3+1) % 3

@@ -535,6 +535,38 @@ def test_vector_accumulators_need_a_lane_wise_update():
     assert not result and "lanewise" in result.reason  # it would type-check: only the condition stops it
 
 
+# ------------------------------------------------------------------------------------------------ copies (pipelines without a padded copy)
+@covers("mapGlbToMap", "mapWrgToMap", "mapLclToMap", "mapSeqToMap")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x"), literal, seeds)
+def test_loops_back_to_maps(n, m, f, z, seed):
+    inputs = arrays(seed, xs=(n, m))
+    check(rules.mapGlbToMap, f"def p(xs: [[float]_m]_n) = mapGlb(1, row -> mapGlb(0, x -> toGlobal(id, {f}), row), xs)",
+          inputs, at_least=2)
+    check(rules.mapWrgToMap, f"def p(xs: [[float]_m]_n) = mapWrg(0, row -> mapLcl(0, x -> toGlobal(id, {f}), row), xs)",
+          inputs)
+    check(rules.mapLclToMap, f"def p(xs: [[float]_m]_n) = mapWrg(0, row -> mapLcl(0, x -> toGlobal(id, {f}), row), xs)",
+          inputs)
+    check(rules.mapSeqToMap, f"def p(xs: [[float]_m]_n) = mapGlb(0, row -> toGlobal(id, "
+                             f"reduceSeq({z}, (acc, x) -> acc + {f}, mapSeq(y -> y * 2.0f, row))), xs)", inputs)
+
+
+@covers("removeToGlobal")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x"), seeds)
+def test_remove_to_global(n, m, f, seed):
+    inputs = arrays(seed, xs=(n, m))
+    check(rules.removeToGlobal, f"def p(xs: [[float]_m]_n) = mapGlb(1, row -> mapGlb(0, x -> toGlobal(id, {f}), row), xs)",
+          inputs)
+    # toGlobal of a function that computes, and a copy of a padded view (the pipelines' padding kernel)
+    check(rules.removeToGlobal, f"def p(xs: [[float]_m]_n) = mapGlb(1, row -> mapGlb(0, toGlobal(x -> {f}), row), xs)",
+          inputs)
+    variants = check(rules.removeToGlobal, "def p(xs: [[float]_m]_n) = "
+                                           "mapGlb(1, row -> mapGlb(0, toGlobal(id), row), pad2D(1, 0, 2, 1, 0.0f, xs))",
+                     inputs)
+    assert all("toGlobal" not in liftpy.pretty(v.program) for v in variants)
+
+
 # ------------------------------------------------------------------------------------------------ other programs
 def _every_rule():
     for family in rules.catalogue().values():

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -53,13 +53,35 @@ def arrange_weights(layout: str, w: np.ndarray, config: Mapping[str, int]) -> np
     return np.ascontiguousarray(ohwi)
 
 
+def _derived_convolution():
+    from liftpy.rewrites.convolution import convolution
+
+    return convolution(square=False)  # θ x θw tiles: every layer shape
+
+
+def _derived_direct():
+    from liftpy.rewrites.direct import direct
+
+    return direct()
+
+
+def _inline_padding():
+    from liftpy.rewrites.copies import inline_copies
+
+    return inline_copies("padded")
+
+
 @dataclass(frozen=True)
 class Algorithm:
+    """A pipeline: the program in ``file`` (``liftpy/nn/``), rewritten by the strategy ``derive()`` returns if it
+    has one, every tuning parameter left symbolic."""
+
     name: str
     file: str
     doc: str
     weights: str  # a key of WEIGHT_LAYOUTS
-    blocked: bool = False  # a space of σ x κ blocks per work-item (direct, rows, derived-direct)
+    blocked: bool = False  # a space of σ x κ blocks per work-item (direct, rows and their variants)
+    derive: Callable[[], object] | None = None  # the strategy applied to the file's program (built on first use)
 
 
 ALGORITHMS = {
@@ -69,10 +91,23 @@ ALGORITHMS = {
                       "grouped-chw", blocked=True),
     "paper": Algorithm("paper", "conv_pipeline.lift", "the paper's pipeline: tiles, partial sums over chunks", "ohwi"),
     "derived": Algorithm("derived", "conv_layer.lift",
-                         "the paper's pipeline derived from listing 3 by the rewrite strategy convolution", "ohwi"),
+                         "the paper's pipeline derived from listing 3 by the rewrite strategy convolution", "ohwi",
+                         derive=_derived_convolution),
     "derived-direct": Algorithm("derived-direct", "conv_layer.lift",
                                 "the CPU extension derived from listing 3 by the rewrite strategy direct", "ohwi",
-                                blocked=True),
+                                blocked=True, derive=_derived_direct),
+    # The memory/time trade-off of the paper's figure 6: the padded input is not copied to memory (the copy is
+    # turned back into the view it copies by the strategy inline_copies); the convolution reads the input
+    # through the padding view, a condition at every read. One kernel and the padded buffer fewer (for VGG-16
+    # layer 2, 13 MB of 37 MB), more work per read. Same sizes, space, weights and defaults as the base.
+    "direct-nocopy": Algorithm("direct-nocopy", "conv_direct.lift",
+                               "direct without the padding kernel: reads the input through the padding view "
+                               "(rewrite strategy inline_copies)", "grouped-hwc", blocked=True,
+                               derive=_inline_padding),
+    "rows-nocopy": Algorithm("rows-nocopy", "conv_rows.lift",
+                             "rows without the padding kernel: reads the input through the padding view "
+                             "(rewrite strategy inline_copies)", "grouped-chw", blocked=True,
+                             derive=_inline_padding),
 }
 #: the algorithms that are listing 3 rewritten (one image per run, listing 3's layouts)
 DERIVED = ("derived", "derived-direct")
@@ -84,21 +119,15 @@ TUNED_ALGORITHMS = ("direct", "rows")
 
 @lru_cache(maxsize=None)
 def algorithm_program(name: str):
-    """The parsed pipeline program of an algorithm."""
+    """The parsed pipeline program of an algorithm (rewritten by its strategy, if it has one)."""
     from .. import parse
 
     if name not in ALGORITHMS:
         raise InputError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
-    file = ALGORITHMS[name].file
-    program = parse(resources.files("liftpy.nn").joinpath(file).read_text(), f"liftpy/nn/{file}")
-    if name == "derived":  # listing 3, rewritten into the pipeline with every tuning parameter symbolic
-        from liftpy.rewrites.convolution import convolution
-
-        program = convolution(square=False)(program).program  # θ x θw tiles: every layer shape
-    elif name == "derived-direct":
-        from liftpy.rewrites.direct import direct
-
-        program = direct()(program).program
+    algorithm = ALGORITHMS[name]
+    program = parse(resources.files("liftpy.nn").joinpath(algorithm.file).read_text(), f"liftpy/nn/{algorithm.file}")
+    if algorithm.derive is not None:
+        program = algorithm.derive()(program).program
     return program
 
 
@@ -158,7 +187,7 @@ def _sizes(layer: ConvLayer, algorithm: str) -> dict:
                     padSize=layer.padding, kernelStride=layer.stride)
     common = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,
                   stride=layer.stride, padding=layer.padding)
-    if algorithm in ("direct", "rows"):
+    if ALGORITHMS[algorithm].file in ("conv_direct.lift", "conv_rows.lift"):  # and their rewritten variants
         return dict(common, kernel=(layer.kernel_height, layer.kernel_width))
     return dict(common, kh=layer.kernel_height, kw=layer.kernel_width)
 

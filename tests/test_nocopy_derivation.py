@@ -1,0 +1,129 @@
+"""The CPU convolution pipelines without their padding kernel, derived by the strategy ``inline_copies`` of
+``rewrites/copies.py`` (the memory/time trade-off of the paper's figure 6).
+
+The strategy turns the kernel that copies the padded input (``val padded``) back into the view it copies: the
+rewritten program has one kernel and one buffer fewer, means what the original means, and its convolution reads
+the input through the padding's conditions. The rules of ``copies.rules`` preserve meaning on generated programs
+(tested with every rule of the catalogue in ``test_rewrite_rules.py``).
+"""
+
+import numpy as np
+import pytest
+
+import liftpy
+from liftpy.codegen.program import generate
+from liftpy.ir import Let, Prim, walk
+from liftpy.nn import conv
+from liftpy.rewrites.copies import copies_a_view, inline_copies, steps
+
+
+BASES = ("direct", "rows")
+
+
+def _val(program, name):
+    """The value of the val ``name`` of the program's body."""
+    node = program.main.body
+    while isinstance(node, Let):
+        if list(node.pattern.names()) == [name]:
+            return node.value
+        node = node.body
+    raise AssertionError(f"no val {name}")
+
+
+# ------------------------------------------------------------------------------------------------ the strategy
+@pytest.mark.parametrize("base", BASES)
+def test_the_strategy_turns_the_padding_copy_into_a_view(base):
+    from liftpy.rewrite.predicates import PREDICATES
+
+    program = conv.algorithm_program(base)
+    assert copies_a_view(_val(program, "padded"))
+    result = inline_copies()(program)
+    assert result, result
+    rules_used = [s.rule for s in result.steps]
+    assert rules_used.count("mapGlbToMap") == 3 and rules_used.count("removeToGlobal") == 1
+    assert "removeMapCopy" in rules_used
+    assert len(steps()) == len({what for what, _ in steps()})  # every step named once
+    padded = _val(result.program, "padded")
+    assert PREDICATES["view"].fn(padded) and not copies_a_view(padded)
+    assert not any(isinstance(n, Prim) and n.name in ("mapGlb", "mapWrg", "toGlobal") for n in walk(padded))
+    assert "pad(" in "".join(liftpy.pretty(padded).split())
+    # the rest of the program is untouched
+    assert result.program.main.body.body == program.main.body.body
+    liftpy.typecheck(result.program)  # symbolically, as rewritten
+    assert conv.algorithm_program(f"{base}-nocopy") == result.program
+
+
+def test_the_strategy_refuses_a_val_that_computes():
+    program = liftpy.parse("""def p(xs: [[float]_m]_n) = {
+        val doubled = mapGlb(1, row -> mapGlb(0, x -> toGlobal(id, x * 2.0f), row), xs);
+        mapGlb(1, row -> mapGlb(0, x -> toGlobal(id, x + 1.0f), row), doubled) }""")
+    assert not inline_copies("doubled")(program)
+    assert not inline_copies("missing")(program)
+    copied = liftpy.parse("""def p(xs: [[float]_m]_n) = {
+        val copy = mapGlb(1, row -> mapGlb(0, toGlobal(id), row), xs);
+        mapGlb(1, row -> mapGlb(0, x -> toGlobal(id, x + 1.0f), row), copy) }""")
+    result = inline_copies("copy")(copied)
+    assert result and liftpy.pretty(_val(result.program, "copy")).strip() == "xs"
+    for copy in ("mapWrg(0, row -> mapLcl(0, id, row), xs)", "mapGlb(0, row -> mapSeq(x -> x, row), transpose(xs))"):
+        program = liftpy.parse(f"""def p(xs: [[float]_m]_n) = {{
+            val copy = {copy};
+            mapGlb(1, row -> mapGlb(0, x -> toGlobal(id, x + 1.0f), row), copy) }}""")
+        result = inline_copies("copy")(program)
+        assert result, (copy, result)
+        assert liftpy.pretty(_val(result.program, "copy")).strip() in ("xs", "transpose(xs)")
+
+
+# a small layer with every kind of asymmetry: a batch of 2, a rectangular kernel, strides and padding
+LAYER = conv.make_layer((3, 5, 6), (4, 3, 2), stride=(1, 2), padding=(1, 0, 2, 1), batch=2)
+CONFIG = {"σ": 2, "κ": 2, "v": 2}  # valid for both pipelines (σ divides the output width 4; rows: v divides σ)
+
+
+def _layer_inputs(base, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((LAYER.batch, LAYER.channels, LAYER.height, LAYER.width)).astype(np.float32)
+    w = rng.standard_normal((LAYER.kernels, LAYER.channels, LAYER.kernel_height, LAYER.kernel_width)).astype(np.float32)
+    b = rng.standard_normal(LAYER.kernels).astype(np.float32)
+    weights = conv.arrange_weights(conv.ALGORITHMS[base].weights, w, CONFIG)
+    return {"input": x, "weights": weights, "biases": b}, (x, w, b)
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_the_rewritten_pipeline_has_one_kernel_fewer(base):
+    sizes = {**conv._sizes(LAYER, base), **CONFIG}
+    before = generate(conv.algorithm_program(base), sizes)
+    after = generate(inline_copies()(conv.algorithm_program(base)).program, sizes)
+    assert len(after.kernels) == len(before.kernels) - 1
+    assert before.kernels[0].produces.startswith("padded")  # the padding kernel, first
+    assert not any(b.name.startswith("padded") for b in after.buffers)
+    removed = before.buffer(before.kernels[0].produces).bytes
+    assert sum(b.bytes for b in after.buffers) == sum(b.bytes for b in before.buffers) - removed
+    # the convolution reads the input itself, through the padding's conditions (0.0f outside)
+    conv_source = after.kernels[-1].source
+    assert "input[" in conv_source and ": 0.0f)" in conv_source
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_the_rewritten_pipeline_means_the_original(base):
+    from liftpy.nn.reference import conv2d_reference
+
+    sizes = {**conv._sizes(LAYER, base), **CONFIG}
+    inputs, (x, w, b) = _layer_inputs(base)
+    original = liftpy.evaluate(conv.algorithm_program(base), inputs, sizes)
+    rewritten = liftpy.evaluate(inline_copies()(conv.algorithm_program(base)).program, inputs, sizes)
+    assert rewritten.shape == original.shape
+    np.testing.assert_array_equal(rewritten, original)  # the same sums in the same order
+    expected = conv2d_reference(x, w, b, LAYER.stride, LAYER.padding)
+    np.testing.assert_allclose(rewritten.reshape(expected.shape), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_command_line_runs_the_strategy(capsys):
+    from pathlib import Path
+
+    from liftpy.cli import main
+
+    path = Path(liftpy.__file__).parent / "nn" / "conv_direct.lift"
+    assert main(["rewrite", str(path), "--strategy", "inline_copies"]) == 0
+    out = capsys.readouterr().out
+    assert "removeToGlobal" in out.splitlines()[0] and "removeMapCopy" in out.splitlines()[0]
+    program = liftpy.parse(out)
+    assert "toGlobal" not in liftpy.pretty(_val(program, "padded"))
