@@ -17,6 +17,7 @@ The CLBlast baseline is optional (the `bench` extra); to get it on Debian:
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,12 @@ from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
 
 
+def quiesce(seconds: float = 0.5):
+    """Let the previous measurement's library threads go idle: OpenBLAS and OpenMP threads spin after a call
+    and slow whatever runs next on the two cores by up to 2x."""
+    time.sleep(seconds)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=30, help="trials per layer (already measured ones count)")
@@ -39,6 +46,7 @@ def main():
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
     parser.add_argument("--repeat", type=int, default=10, help="timed runs of liftpy's best and of PyTorch (medians)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of measurements (medians over rounds)")
     args = parser.parse_args()
     device = device_info(get_device()).name
     names = args.layers.split(",")
@@ -46,35 +54,53 @@ def main():
         print(f"{name}: tuning ({args.trials} trials)...", file=sys.stderr)
         liftpy.tune(nn.VGG16[name], trials=args.trials, db=args.db, algorithm=args.algorithm)
     rng = np.random.default_rng(0)
-    rows = []
-    for name in names:  # 2. liftpy's best configuration re-measured next to every baseline, in this run
+    layers = []
+    for name in names:  # 2. liftpy's best configuration, and every baseline, measured in this run
         layer = nn.VGG16[name]
         database = TuningDB(args.db)
         best = database.best(layer, device)
+        tried = len(database.trials(layer, device))
+        database.close()
         x = rng.standard_normal((1, layer.channels, layer.height, layer.width)).astype(np.float32)
         w = (rng.standard_normal((layer.kernels, layer.channels, 3, 3)) / np.sqrt(9 * layer.channels)).astype(np.float32)
         b = rng.standard_normal(layer.kernels).astype(np.float32)
         plan = nn.plan(layer, best.config, algorithm=best.algorithm)
-        result = plan.run(x, w, b, repeat=args.repeat, warmup=2, check=True)  # checked against the reference
-        liftpy_ms = statistics.median(result.runs_ms)
-        baselines = {}
-        _, baselines["naive OpenCL"] = naive_opencl(x, w, b, layer.stride, layer.padding, repeat=1)
-        _, baselines["numpy im2col"] = im2col_gemm(x, w, b, layer.stride, layer.padding, repeat=5)
-        _, torch_ms = torch_conv2d(x, w, b, layer.stride, layer.padding, repeat=args.repeat)
-        if torch_ms is not None:
-            baselines["PyTorch"] = torch_ms
-        memory = {}
-        _, clblast_ms = clblast_conv(x, w, b, layer.stride, layer.padding)
-        if clblast_ms is not None:
-            baselines["CLBlast im2col+GEMM"] = clblast_ms
-            memory["CLBlast im2col+GEMM"] = clblast_conv_bytes(x.shape, w.shape, layer.stride, layer.padding)
+        plan.run(x, w, b, check=True)  # checked against the reference before it is timed
+        layers.append((name, layer, best, tried, plan, (x, w, b)))
+    # The machine's speed drifts (other tenants, library threads): every method is measured once per round,
+    # layer by layer, and each keeps the median of its rounds' medians.
+    times: dict[tuple[str, str], list[float]] = {}
+    for round_ in range(args.rounds):
+        for name, layer, best, tried, plan, (x, w, b) in layers:
+            measured = {}
+            quiesce()
+            measured["liftpy"] = statistics.median(plan.run(x, w, b, repeat=args.repeat, warmup=2).runs_ms)
+            if round_ == 0:  # seconds per layer; its ratios are large enough for one round
+                quiesce()
+                _, measured["naive OpenCL"] = naive_opencl(x, w, b, layer.stride, layer.padding, repeat=1)
+            quiesce()
+            _, measured["numpy im2col"] = im2col_gemm(x, w, b, layer.stride, layer.padding, repeat=5)
+            quiesce()
+            _, measured["PyTorch"] = torch_conv2d(x, w, b, layer.stride, layer.padding, repeat=args.repeat)
+            quiesce()
+            _, measured["CLBlast im2col+GEMM"] = clblast_conv(x, w, b, layer.stride, layer.padding)
+            for method, ms in measured.items():
+                if ms is not None:  # None: an optional baseline's library is missing
+                    times.setdefault((name, method), []).append(ms)
+            print(f"round {round_ + 1}/{args.rounds} {name}: "
+                  + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.items() if v is not None), file=sys.stderr)
+    rows = []
+    for name, layer, best, tried, plan, (x, w, b) in layers:
+        baselines = {method: statistics.median(ts) for (n, method), ts in times.items()
+                     if n == name and method != "liftpy"}
+        database = TuningDB(args.db)
         for baseline, ms in baselines.items():
-            database.record_baseline(layer, device, baseline, ms, memory.get(baseline))
-        tried = len(database.trials(layer, device))
+            memory = (clblast_conv_bytes(x.shape, w.shape, layer.stride, layer.padding)
+                      if baseline.startswith("CLBlast") else None)
+            database.record_baseline(layer, device, baseline, ms, memory)
         database.close()
-        rows.append((name, layer, best, liftpy_ms, plan.memory_bytes, tried, baselines))
-        print(f"{name}: liftpy {liftpy_ms:.2f} ms ({best.algorithm} {best.config}), "
-              + ", ".join(f"{k} {v:.2f} ms" for k, v in baselines.items()), file=sys.stderr)
+        rows.append((name, layer, best, statistics.median(times[name, "liftpy"]), plan.memory_bytes, tried,
+                     baselines))
     columns = list(rows[0][6])
     width = {c: max(16, len(c) + 3) for c in columns}  # "CLBlast im2col+GEMM ms" is wider than 16
     print(f"{'layer':9} {'trials':>6} {'pipeline':>8} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10} "
@@ -95,8 +121,15 @@ def main():
         print(line)
     print(f"{'total':9} {'':6} {'':8} {total:9.2f} {'':8} {'':6} {'':10} {statistics.mean(memory_ratios):9.2f}"
           + "".join(f" {totals[c]:{width[c]}.2f} {totals[c] / total:6.2f}" for c in columns))
+    bound = statistics.mean(
+        im2col_bytes(1, L.channels, L.height, L.width, L.kernels, 3, 3, L.out_height, L.out_width)
+        / (4 * (L.channels * L.height * L.width + L.kernels * L.channels * 9 + L.kernels
+                + L.kernels * L.out_height * L.out_width))
+        for _, L, *_ in rows)
+    print(f"mem ratio of a pipeline holding nothing but its input, weights, biases and output: {bound:.2f} on average")
     print(f"ratio = baseline time / liftpy time (higher: liftpy faster); mem ratio = im2col+GEMM bytes / liftpy bytes "
-          f"(total row: mean over layers); medians of {args.repeat} runs for liftpy and PyTorch; device {device}")
+          f"(total row: mean over layers); medians over {args.rounds} rounds of medians of {args.repeat} runs "
+          f"(numpy: 5, CLBlast: 3, naive OpenCL: 1 run, 1 round); device {device}")
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+import pytest
 
 import liftpy
 import liftpy.nn as nn
@@ -156,10 +158,29 @@ def test_refusing_a_bad_database(tmp_path):
 
 def test_far_slower_configurations_are_timed_once(tmp_path):
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0)
+    trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0)
     once = [t for t in trials if "timed once" in t.cause]
     assert once, "with a cutoff of 1x the best, slower configurations are timed once"
     assert all(t.status == "ok" and t.max_error < 1e-3 for t in once)  # still checked against the reference
     with sqlite3.connect(db) as conn:
-        runs = dict(conn.execute("SELECT config, times_ms FROM trials").fetchall())
-    assert all(len(json.loads(runs[json.dumps(t.config, ensure_ascii=False)])) == 1 for t in once)
+        runs = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
+    assert all(len(runs[t.algorithm, json.dumps(t.config, ensure_ascii=False)]) == 1 for t in once)
+
+
+def test_the_fastest_trials_are_measured_again_and_keep_the_slower_median(tmp_path):
+    db = tmp_path / "t.sqlite"
+    trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2)
+    ok = sorted((t for t in trials if t.status == "ok"), key=lambda t: t.time_ms)
+    confirmed = [t for t in trials if "confirmed" in t.cause]
+    assert len(confirmed) == 2
+    with sqlite3.connect(db) as conn:
+        runs = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
+    for t in confirmed:
+        times = runs[t.algorithm, json.dumps(t.config, ensure_ascii=False)]
+        assert len(times) == 4  # both measurements' runs
+        first, second = statistics.median(times[:2]), statistics.median(times[2:])
+        assert t.time_ms == pytest.approx(max(first, second), rel=1e-6)
+    again = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2)
+    assert {(t.algorithm, str(t.config)) for t in again if "confirmed" in t.cause} >= \
+        {(t.algorithm, str(t.config)) for t in confirmed}
+    assert len(ok) == 6

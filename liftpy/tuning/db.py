@@ -120,6 +120,28 @@ class TuningDB:
         )
         self.conn.commit()
 
+    def confirm(self, layer: ConvLayer, algorithm: str, config: dict, device: str, result: dict) -> None:
+        """A second measurement of a correct trial: its time becomes the slower of the two medians (a best
+        time must be reproducible), its runs the runs of both; a wrong second result makes it wrong."""
+        row = self.conn.execute(
+            "SELECT time_ms, times_ms, cause FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
+            "AND device = ?", (layer_key(layer), algorithm, config_key(config), device)).fetchone()
+        if row is None:
+            raise KeyError(f"no trial of {algorithm} {config} to confirm")
+        time_ms, times, cause = row[0], json.loads(row[1] or "[]"), row[2] or ""
+        if result["status"] != "ok":
+            status, cause = result["status"], f"second measurement: {result.get('cause', '')}"
+        else:
+            status = "ok"
+            time_ms = max(time_ms, result["time_ms"])
+            times += result.get("times_ms", [])
+            cause = (cause + "; " if cause else "") + f"confirmed: second median {result['time_ms']:.3f} ms"
+        self.conn.execute(
+            "UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE layer = ? AND algorithm = ? "
+            "AND config = ? AND device = ?",
+            (status, cause, time_ms, json.dumps(times), layer_key(layer), algorithm, config_key(config), device))
+        self.conn.commit()
+
     def record_baseline(self, layer: ConvLayer, device: str, name: str, time_ms: float, memory_bytes: int | None):
         self.conn.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
                           (layer_key(layer), device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
