@@ -543,6 +543,7 @@ def _device_constraints(body, device: DeviceProfile) -> list[tuple[str, Constrai
     out: list[tuple[str, Constraint]] = []
 
     def go(node, lcl_path: tuple):
+        outer_path = lcl_path  # a mapLcl's data is computed before it, outside its work-items
         if isinstance(node, Prim) and node.name == "mapLcl":
             d, n = node.params[0], node.args[-1].type.size
             limit = device.max_work_item_sizes[d] if d < len(device.max_work_item_sizes) else 1
@@ -568,6 +569,11 @@ def _device_constraints(body, device: DeviceProfile) -> list[tuple[str, Constrai
                 "at_least", device.private_mem_budget, words,
                 f"{words} private values per work-item: the budget is {device.private_mem_budget}",
                 value.span, "device")))
+        if isinstance(node, Prim) and node.name == "mapLcl":
+            for f in node.args[:-1]:
+                go(f, lcl_path)
+            go(node.args[-1], outer_path)
+            return
         for child in node.children():
             go(child, lcl_path)
 

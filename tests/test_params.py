@@ -138,6 +138,22 @@ def test_work_group_larger_than_the_device_is_explained():
     assert names & {"device.work_item_size.0", "device.work_group_size#2", "device.work_group_size"}, names
 
 
+def test_sequential_work_item_maps_are_not_a_nest():
+    """A mapLcl whose data is computed by another mapLcl of the same work-group (a tile staged in local
+    memory, then read transposed) needs the larger of the two, not their product."""
+    program = liftpy.parse("""
+param t
+def transposeTiles(xs: [[float]_n]_m) =
+  mapWrg(0)(tile -> mapLcl(0)(toGlobal(id), join(transpose(split(t, toLocal(mapLcl(0)(id), join(tile)))))),
+    split(t, xs))
+""")
+    limits = DeviceProfile("small", 256, (256, 256, 256), 32768, 2**30)
+    space = parameters(program, {"n": 64, "m": 8}, device=limits)
+    groups = [c for c in space.constraints if c.name.startswith("device.work_group_size")]
+    assert groups and all("64*t" in str(c) and "4096" not in str(c) for c in groups), [str(c) for c in groups]
+    assert sorted(c["t"] for c in space.sample(100)) == [1, 2, 4]  # 64*t work-items: at most 256
+
+
 def test_target_profiles_are_shipped():
     profiles = target_profiles()
     assert {"mali-g72", "pocl-cpu", "nvidia-gtx1080"} <= set(profiles)
