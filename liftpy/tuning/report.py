@@ -108,7 +108,9 @@ def _pareto_figure(ok: list[Trial], layer: ConvLayer, path: Path):
     points = [(t.time_ms, (t.memory_bytes or 0) / 2**20) for t in ok]
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
-    ax.scatter([p[0] for p in points], [p[1] for p in points], s=10, alpha=0.5, label="configurations")
+    for algorithm in dict.fromkeys(t.algorithm for t in ok):  # one colour per pipeline
+        mine = [p for p, t in zip(points, ok) if t.algorithm == algorithm]
+        ax.scatter([p[0] for p in mine], [p[1] for p in mine], s=10, alpha=0.5, label=algorithm)
     fx = [points[i][0] for i in front]
     fy = [points[i][1] for i in front]
     ax.step(fx, fy, where="post", color="crimson", label="Pareto front")
