@@ -7,6 +7,7 @@ Nothing is lost on a crash or Ctrl-C: every trial is committed on its own. The s
 from __future__ import annotations
 
 import json
+import statistics
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -120,22 +121,25 @@ class TuningDB:
         )
         self.conn.commit()
 
-    def confirm(self, layer: ConvLayer, algorithm: str, config: dict, device: str, result: dict) -> None:
-        """A second measurement of a correct trial: its time becomes the slower of the two medians (a best
-        time must be reproducible), its runs the runs of both; a wrong second result makes it wrong."""
+    def remeasured(self, layer: ConvLayer, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
+        """New measurements of a correct trial, taken in rounds with its rivals: its time becomes the median of
+        its first median and the new ones, its runs those of all; a wrong new result makes it wrong."""
         row = self.conn.execute(
             "SELECT time_ms, times_ms, cause FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
             "AND device = ?", (layer_key(layer), algorithm, config_key(config), device)).fetchone()
         if row is None:
-            raise KeyError(f"no trial of {algorithm} {config} to confirm")
+            raise KeyError(f"no trial of {algorithm} {config} to measure again")
         time_ms, times, cause = row[0], json.loads(row[1] or "[]"), row[2] or ""
-        if result["status"] != "ok":
-            status, cause = result["status"], f"second measurement: {result.get('cause', '')}"
+        failed = [r for r in results if r["status"] != "ok"]
+        if failed:
+            status, cause = failed[0]["status"], f"measured again: {failed[0].get('cause', '')}"
         else:
             status = "ok"
-            time_ms = max(time_ms, result["time_ms"])
-            times += result.get("times_ms", [])
-            cause = (cause + "; " if cause else "") + f"confirmed: second median {result['time_ms']:.3f} ms"
+            medians = [time_ms] + [r["time_ms"] for r in results]
+            time_ms = statistics.median(medians)
+            times += [t for r in results for t in r.get("times_ms", [])]
+            cause = (cause + "; " if cause else "") + "measured again, medians " + ", ".join(
+                f"{m:.3f}" for m in medians) + " ms"
         self.conn.execute(
             "UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE layer = ? AND algorithm = ? "
             "AND config = ? AND device = ?",

@@ -109,16 +109,20 @@ def device_record(device) -> dict:
     return {"name": info.name, "driver": info.driver, "platform": info.platform}
 
 
-def _confirm_best(database: TuningDB, measurer: Measurer, layer: ConvLayer, algorithms, device: str,
-                  repeat: int, count: int):
-    """Measure the ``count`` fastest correct trials again, unless an earlier run did (see TuningDB.confirm)."""
+def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer, algorithms, device: str,
+                        repeat: int, count: int, rounds: int):
+    """The ``count`` fastest correct trials not measured again yet, measured ``rounds`` more times, taking turns
+    (see TuningDB.remeasured): the machine's speed drifts (other tenants, library threads), and a trial timed
+    while it was fast must not win over one timed while it was slow."""
     ok = sorted((t for t in database.trials(layer, device, "ok") if t.algorithm in algorithms and t.time_ms),
                 key=lambda t: t.time_ms)
-    for trial in ok[:count]:
-        if "confirmed" in trial.cause:
-            continue
-        result = measurer.measure(Job(layer, trial.algorithm, trial.config, repeat, 1))
-        database.confirm(layer, trial.algorithm, trial.config, device, result)
+    rivals = [t for t in ok[:count] if "measured again" not in t.cause]
+    results: dict[int, list[dict]] = {i: [] for i in range(len(rivals))}
+    for _ in range(rounds):
+        for i, trial in enumerate(rivals):
+            results[i].append(measurer.measure(Job(layer, trial.algorithm, trial.config, repeat, 1)))
+    for i, trial in enumerate(rivals):
+        database.remeasured(layer, trial.algorithm, trial.config, device, results[i])
 
 
 def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -137,13 +141,13 @@ def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]
 def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
          algorithm: str | Sequence[str] | None = None, repeat: int = 5, timeout: float = 120.0,
          progress: bool = True, sampler: Sampler | None = None, fault: str | None = None,
-         cutoff: float | None = 10.0, confirm: int = 3) -> list[Trial]:
+         cutoff: float | None = 10.0, confirm: int = 4) -> list[Trial]:
     """Measure up to ``trials`` configurations of a layer in total over the given pipelines (default
     :data:`TUNED_ALGORITHMS`; those already in the database count), and return every trial of this layer,
     device and these pipelines in the database. A configuration whose first run is more than ``cutoff`` times
     slower than the best so far is timed once instead of ``repeat`` times (None: never). At the end the
-    ``confirm`` fastest correct trials not confirmed yet are measured again and keep the slower median: on a
-    shared CPU a run of fast (or slow) repetitions happens, and the best must be reproducible."""
+    ``confirm`` fastest correct trials are measured twice more, taking turns, and keep the median of their three
+    medians: on a shared machine speed drifts for seconds at a time, and the ranking must not follow it."""
     layer = resolve_layer(layer_or_shapes)
     algorithms = resolve_algorithms(algorithm)
     dev = device_record(device)
@@ -170,7 +174,8 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
             measured.add(key)
             sampler.observe(algorithm_name, config, result)
             bar.update(result)
-        _confirm_best(database, measurer, layer, algorithms, dev["name"], repeat, confirm)
+        if confirm:
+            _measure_best_again(database, measurer, layer, algorithms, dev["name"], repeat, confirm, rounds=2)
     finally:
         bar.finish()
         measurer.close()
