@@ -187,7 +187,8 @@ def _sizes(layer: ConvLayer, algorithm: str) -> dict:
                     padSize=layer.padding, kernelStride=layer.stride)
     common = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,
                   stride=layer.stride, padding=layer.padding)
-    if ALGORITHMS[algorithm].file in ("conv_direct.lift", "conv_rows.lift"):  # and their rewritten variants
+    sizes = {p.name for p in algorithm_program(algorithm).functions[-1].params if p.is_size}
+    if "kernel" in sizes:  # the kernel's shape as one (int, int) parameter
         return dict(common, kernel=(layer.kernel_height, layer.kernel_width))
     return dict(common, kh=layer.kernel_height, kw=layer.kernel_width)
 
