@@ -117,12 +117,12 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer
     ok = sorted((t for t in database.trials(layer, device, "ok") if t.algorithm in algorithms and t.time_ms),
                 key=lambda t: t.time_ms)
     rivals = [t for t in ok[:count] if "measured again" not in t.cause]
-    results: dict[int, list[dict]] = {i: [] for i in range(len(rivals))}
+    results: list[list[dict]] = [[] for _ in rivals]
     for _ in range(rounds):
-        for i, trial in enumerate(rivals):
-            results[i].append(measurer.measure(Job(layer, trial.algorithm, trial.config, repeat, 1)))
-    for i, trial in enumerate(rivals):
-        database.remeasured(layer, trial.algorithm, trial.config, device, results[i])
+        for trial, measured in zip(rivals, results):
+            measured.append(measurer.measure(Job(layer, trial.algorithm, trial.config, repeat, 1)))
+    for trial, measured in zip(rivals, results):
+        database.remeasured(layer, trial.algorithm, trial.config, device, measured)
 
 
 def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]:
