@@ -270,26 +270,17 @@ pair = lambda lo, hi: hs.tuples(hs.integers(lo, hi), hs.integers(lo, hi))
 stencil_sizes = hs.tuples(pair(1, 3), pair(1, 2), pair(1, 2), pair(1, 2))
 
 
-@covers("tile2D")
+@covers("tile2D", "tileMap2D")
 @settings(max_examples=EXAMPLES)
 @given(stencil_sizes, scalar_fun("x"), seeds)
 def test_tile_2d(sizes, f, seed):
+    """Both 2D tilings of a stencil, on the same program: tile2D and tileMap2D."""
     (n1, n2), (s1, s2) = sizes[0], sizes[1]
     tile, shape = stencil_case(sizes)
     text = f"""def p(xs: [[float]_w]_h) =
         map2D(win -> reduce(0.0f, (acc, x) -> acc + {f}, join(win)), slide2D(({n1}, {n2}), ({s1}, {s2}), xs))"""
-    check(rules.tile2D(*tile), text, arrays(seed, xs=shape))
-
-
-@covers("tileMap2D")
-@settings(max_examples=EXAMPLES)
-@given(stencil_sizes, scalar_fun("x"), seeds)
-def test_tile_map_2d(sizes, f, seed):
-    (n1, n2), (s1, s2) = sizes[0], sizes[1]
-    tile, shape = stencil_case(sizes)
-    text = f"""def p(xs: [[float]_w]_h) =
-        map2D(win -> reduce(0.0f, (acc, x) -> acc + {f}, join(win)), slide2D(({n1}, {n2}), ({s1}, {s2}), xs))"""
-    check(rules.tileMap2D(*tile), text, arrays(seed, xs=shape))
+    for rule in (rules.tile2D, rules.tileMap2D):
+        check(rule(*tile), text, arrays(seed, xs=shape))
 
 
 # ------------------------------------------------------------------------------------------------ vectorisation
