@@ -50,7 +50,8 @@ class DeviceInfo:
 
     @property
     def limits(self) -> DeviceLimits:
-        return DeviceLimits(self.max_work_group_size, self.max_work_item_sizes, self.local_mem_size)
+        return DeviceLimits(self.max_work_group_size, self.max_work_item_sizes, self.local_mem_size, self.kind,
+                            self.compute_units)
 
     def describe(self) -> str:
         return (

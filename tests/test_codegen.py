@@ -105,11 +105,50 @@ def test_stencil_kernel_has_the_form_of_listing_2():
     body = source[source.index("{") :]
     # the work-group and work-item loops disappear: the launch has one group per row, one item per column
     assert "int wg0 = get_group_id(0);" in body and "int lid0 = get_local_id(0);" in body
-    assert body.count("for (") == 1  # only the reduction loop of 9
+    # only the reduction over the flattened 3 x 3 window, as a nest of two loops of 3 (listing 2 has one loop
+    # of 9 and indexes with j/3 and j%3: the divisions are split off into loops, see sequential_loop)
+    assert re.findall(r"for \(int (\w+) = 0; \1 < (\d+);", body) == [("j", "3"), ("j_1", "3")]
     # one private accumulator, no materialised windows
     assert re.search(r"^\s*float acc;$", body, re.M)
     assert "[9]" not in body and "local " not in body
-    # the flattened index: lid0 + 1024*wg0 + 1024*(j/3) + j%3, no redundant terms
+    # the index: lid0 + 1024*wg0 + 1024*ky + kx, no redundant terms, no division
     reads = re.findall(r"inputData\[([^\]]*)\]", body)
-    assert reads == ["lid0+1024*wg0+1024*(j/3)+j%3"]
+    assert reads == ["1024*j+j_1+lid0+1024*wg0"]
     assert re.search(r"output\[lid0\+1022\*wg0\] = acc;", body)
+
+
+def test_cpu_launch_has_enough_work_groups_for_every_core():
+    """mapGlb kernels leave the local size free; on a CPU the code generator picks it so every core stays busy."""
+    import itertools
+    import math
+
+    from liftpy.codegen.kernel import DeviceLimits, cpu_work_groups
+
+    cpu = DeviceLimits(4096, (4096, 4096, 4096), 1 << 20, "cpu", 2)
+    for global_size in itertools.product([1, 3, 7, 28, 60, 1024, 15360], [1, 2, 28, 30], [1, 8, 16]):
+        local = cpu_work_groups(global_size, cpu)
+        assert all(g % l == 0 for g, l in zip(global_size, local)), (global_size, local)
+        assert math.prod(local) <= cpu.max_work_group_size
+        groups = math.prod(global_size) // math.prod(local)
+        assert groups >= min(16, math.prod(global_size)), (global_size, local)
+        # grown from dimension 0: an outer dimension is split only when the inner ones are whole
+        for d in range(1, len(local)):
+            if local[d] > 1:
+                assert all(local[i] == global_size[i] for i in range(d)), (global_size, local)
+    # VGG-16 layer 19's direct convolution: PoCL alone chose 7 groups for 2 cores
+    assert cpu_work_groups((7, 28, 8), cpu) == (7, 14, 1)
+
+
+def test_launch_leaves_gpu_local_sizes_to_the_driver_and_fixes_them_on_a_cpu():
+    from liftpy.codegen.kernel import DeviceLimits
+    from liftpy.codegen.program import generate
+
+    glb_only = next(p for p in CORPUS if "mapGlb" in p.read_text() and "mapWrg" not in p.read_text())
+    gpu = generate(liftpy.load(glb_only), sizes_of(glb_only), limits=DeviceLimits(kind="gpu", compute_units=20))
+    cpu = generate(liftpy.load(glb_only), sizes_of(glb_only), limits=DeviceLimits(kind="cpu", compute_units=2))
+    for name, (global_size, local_size) in gpu.launch.items():
+        assert local_size is None
+        assert cpu.launch[name][0] == global_size and cpu.launch[name][1] is not None
+    # mapWrg/mapLcl kernels keep the local size their maps give, on any device
+    stencil, sizes = liftpy.load(EXAMPLES / "stencil2d.lift"), {"width": 30, "height": 20}
+    assert generate(stencil, sizes, limits=DeviceLimits(kind="cpu")).launch == generate(stencil, sizes).launch

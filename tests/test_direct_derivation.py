@@ -134,7 +134,9 @@ def test_the_derived_pipeline_runs_on_opencl(layer_program, layer, tuning):
     vector = f"float{v}" if v > 1 else "float"
     count = sigma * kappa // v
     assert re.search(rf"\b{vector} acc_0, .*acc_{count - 1};", conv) and f"acc_{count}" not in conv
-    assert "acc[" not in conv and conv.count("for (") == 1  # one loop: over the window's elements
+    # one loop over the window's elements, split into a nest over its dimensions: no division in the index
+    assert "acc[" not in conv and 1 <= conv.count("for (") <= 3
+    assert all("/" not in i and "%" not in i for i in re.findall(r"stage\[([^]]*)\]", conv))
     assert re.search(r"acc_0 = (vload\d\(0, )?kernelsBiases", conv)
     assert re.search(rf"acc_{count - 1} = \(acc_{count - 1} \+ \(stage\[[^]]*\] \* ", conv)  # acc + x * w, x scalar
     assert "kernelsWeights" not in conv  # only the grouped copy is read

@@ -10,12 +10,16 @@ computed at (private inside a work-item, local inside a work-group).
 ``mapGlb/mapWrg/mapLcl(d)`` become loops over ``get_global_id/get_group_id/get_local_id(d)``; the loop is
 dropped when the launch has exactly as many work-items (or groups) as elements, as in the paper's listing 2.
 A barrier follows every write to local memory that other work-items read, at work-group level where every
-work-item reaches it.
+work-item reaches it. A kernel of mapGlb only leaves the local size free; on a CPU it is chosen so that every
+core has work-groups to the end (:func:`cpu_work_groups`). Sequential loops whose index is divided by a chain
+of divisors become loop nests (:meth:`KernelEmitter.sequential_loop`).
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -84,11 +88,14 @@ class Launch:
 
 @dataclass(frozen=True)
 class DeviceLimits:
-    """What the code generator must respect; filled from a live device or a target profile."""
+    """What the code generator must respect, and what it chooses launches by; filled from a live device or a
+    target profile."""
 
     max_work_group_size: int = 256
     max_work_item_sizes: tuple[int, ...] = (256, 256, 256)
     local_mem_size: int = 32 * 1024
+    kind: str = "gpu"
+    compute_units: int = 1
 
 
 def check_nesting(expr: Node) -> None:
@@ -163,7 +170,8 @@ def launch_for(expr: Node, limits: DeviceLimits) -> Launch:
         raise CodegenError("a kernel needs a parallel map (mapGlb or mapWrg) at its top", expr.span)
     dims = max([*wrg, *glb]) + 1
     if glb:
-        return Launch(tuple(glb.get(d, 1) for d in range(dims)), None)
+        global_size = tuple(glb.get(d, 1) for d in range(dims))
+        return Launch(global_size, cpu_work_groups(global_size, limits) if "cpu" in limits.kind else None)
     local = [min(lcl.get(d, 1), limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
              for d in range(dims)]
     while math.prod(local) > limits.max_work_group_size:
@@ -171,6 +179,37 @@ def launch_for(expr: Node, limits: DeviceLimits) -> Launch:
         local[biggest] = (local[biggest] + 1) // 2
     groups = [wrg.get(d, 1) for d in range(dims)]
     return Launch(tuple(g * l for g, l in zip(groups, local)), tuple(local))
+
+
+def _divisors(n: int) -> list[int]:
+    small = [c for c in range(1, math.isqrt(n) + 1) if n % c == 0]
+    return sorted({*small, *(n // c for c in small)})
+
+
+def cpu_work_groups(global_size: tuple[int, ...], limits: DeviceLimits, per_unit: int = 8) -> tuple[int, ...]:
+    """Local sizes for a mapGlb kernel on a CPU, where the code does not depend on them.
+
+    A CPU driver runs each work-group on one thread, so what matters is enough groups to keep every core busy
+    to the end: at least ``per_unit`` per compute unit, a multiple of the units where possible. PoCL's own
+    choice for VGG-16 layer 19's direct convolution (global 7 x 28 x 8) was 7 groups of 1 x 28 x 8 for 2
+    cores: 4 rounds of work where 3.5 would do; 16 groups of 7 x 14 x 1 ran the kernel 14% faster. Groups
+    are grown from dimension 0 outwards and stop at the first dimension not taken whole, so a group's work-items
+    are neighbours in the innermost dimensions (there, the pixels sharing one group of weights)."""
+    target = per_unit * max(1, limits.compute_units)
+    groups = math.prod(global_size)
+    local = [1] * len(global_size)
+    for d, n in enumerate(global_size):
+        cap = min(limits.max_work_group_size // math.prod(local),
+                  limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
+        fits = [c for c in _divisors(n) if c <= cap and groups // c >= target]
+        if not fits:
+            break
+        balanced = [c for c in fits if (groups // c) % max(1, limits.compute_units) == 0]
+        local[d] = max(balanced or fits)
+        groups //= local[d]
+        if local[d] < n:
+            break
+    return tuple(local)
 
 
 # ------------------------------------------------------------------------------------------------ the emitter
@@ -202,6 +241,7 @@ class KernelEmitter:
         self.user_funs: dict[str, UserFun] = {}
         self.helpers: dict[str, str] = {}  # OpenCL helper functions the kernel calls, by name
         self.barriers = 0
+        self.probing = False  # emitting a loop body only to see its index expressions (see sequential_loop)
 
     # -------------------------------------------------------------------------------- binding
     @contextmanager
@@ -442,35 +482,83 @@ class KernelEmitter:
             for k in range(n):
                 self.emit_fun(f, xv.access(arith.Const(k)), dest.access(arith.Const(k)), inner_level)
             return
-        dim = node.params[0] if kind in PARALLEL else None
-        var = arith.Var(self.ctx.fresh(_LOOP_NAME[kind] + ("" if dim is None else str(dim))),
-                        Range(arith.Const(0), arith.Const(n - 1)))
-        label = f"{kind}({dim})" if dim is not None else kind
         before = self.barriers
-        with self.loop(var, n, kind, dim, f"{label} over {n} element(s)"):
-            self.emit_fun(f, xv.access(var), dest.access(var), inner_level)
-            if level == "group" and kind == "mapSeq" and self.barriers > before:
-                self.barrier("local")  # the next iteration overwrites what this one shared
-        return
+
+        def body(emitter: "KernelEmitter", i: arith.Expr):
+            emitter.emit_fun(f, xv.access(i), dest.access(i), inner_level)
+            if level == "group" and kind == "mapSeq" and emitter.barriers > before:
+                emitter.barrier("local")  # the next iteration overwrites what this one shared
+
+        if kind == "mapSeq":
+            self.sequential_loop(kind, n, body)
+            return
+        dim = node.params[0]
+        var = arith.Var(self.ctx.fresh(_LOOP_NAME[kind] + str(dim)), Range(arith.Const(0), arith.Const(n - 1)))
+        with self.loop(var, n, kind, dim, f"{kind}({dim}) over {n} element(s)"):
+            body(self, var)
+
+    def sequential_loop(self, kind: str, n: int, body) -> None:
+        """A sequential loop over ``n`` elements, ``body(emitter, index)`` emitting one step.
+
+        Views of joined arrays index them with divisions: a reduction over a flattened 3 x 3 x 512 window
+        reads ``in[15360*(j/1536) + 512*(j/512%3) + j%512]``, a division and two remainders per step of a
+        loop whose step is a handful of vector FMAs. When the divisors of the index form a chain dividing
+        ``n``, the loop becomes a nest of loops, one per factor, and the index their weighted sum, which the
+        arithmetic simplifies (``in[15360*ky + 512*kx + c]``). The steps run in the same order, so the result
+        is the same to the bit. The divisors are found by emitting the body once into a scratch emitter."""
+        base = _LOOP_NAME[kind]
+        bounds = [] if self.probing else self._index_divisors(kind, n, body)
+        cuts = [1, *bounds, n]
+        loop_vars = [arith.Var(self.ctx.fresh(base), Range(arith.Const(0), arith.Const(cuts[k + 1] // cuts[k] - 1)))
+                     for k in reversed(range(len(cuts) - 1))]  # outermost first
+        index = sum((cuts[len(cuts) - 2 - k] * v for k, v in enumerate(loop_vars)), arith.Const(0))
+        shape = " x ".join(str(cuts[k + 1] // cuts[k]) for k in reversed(range(len(cuts) - 1)))
+        comment = f"{kind} over {n} element(s)" + (f", as {shape}" if bounds else "")
+        for k, v in enumerate(loop_vars):
+            extent = v.range.hi.as_int() + 1
+            self.code.open(f"for (int {v.name} = 0; {v.name} < {extent}; {v.name}++)")
+            if k == 0:
+                self.code.comment(comment)
+        body(self, index)
+        for _ in loop_vars:
+            self.code.close()
+
+    def _index_divisors(self, kind: str, n: int, body) -> list[int]:
+        """The divisors d (1 < d < n, d | n, each dividing the next) of ``j/d`` and ``j%d`` in the body's code."""
+        probe = copy.copy(self)
+        probe.code, probe.env, probe.probing = Code(), dict(self.env), True
+        probe.ctx = KernelContext(set(self.ctx.taken), list(self.ctx.temp_buffers))
+        probe.local_decls, probe.user_funs, probe.helpers = list(self.local_decls), dict(self.user_funs), dict(self.helpers)
+        var = arith.Var(probe.ctx.fresh(_LOOP_NAME[kind]), Range(arith.Const(0), arith.Const(n - 1)))
+        body(probe, var)
+        text = probe.code.render()
+        found = set()
+        for m in re.finditer(rf"(?<![\w.]){re.escape(var.name)}([/%])(\d+)(?:%(\d+))?", text):
+            d = int(m.group(2))
+            found.add(d)
+            if m.group(1) == "/" and m.group(3):
+                found.add(d * int(m.group(3)))  # j/a%b == (j % (a*b))/a
+        chain: list[int] = []
+        for d in sorted(found):
+            if 1 < d < n and n % d == 0 and (not chain or d % chain[-1] == 0):
+                chain.append(d)
+        return chain
 
     @contextmanager
-    def loop(self, var: arith.Var, n: int, kind: str, dim: int | None, comment: str):
+    def loop(self, var: arith.Var, n: int, kind: str, dim: int, comment: str):
+        """A parallel map's loop over the work-items (groups) of dimension ``dim``, dropped when they match."""
         name = var.name
-        if kind in PARALLEL:
-            query, count = _QUERY[kind]
-            threads = self.launch.threads(kind, dim)
-            if threads == n:  # as many work-items (groups) as elements: no loop
-                self.code.line(f"int {name} = {query}({dim});  // {comment}")
-                yield
-                return
-            elif threads > n:
-                self.code.open(f"for (int {name} = {query}({dim}); {name} < {n}; {name} += {threads})")
-                self.code.comment(f"{comment} ({threads} in the launch: at most one each)")
-            else:
-                self.code.open(f"for (int {name} = {query}({dim}); {name} < {n}; {name} += {count}({dim}))")
-                self.code.comment(comment)
+        query, count = _QUERY[kind]
+        threads = self.launch.threads(kind, dim)
+        if threads == n:  # as many work-items (groups) as elements: no loop
+            self.code.line(f"int {name} = {query}({dim});  // {comment}")
+            yield
+            return
+        elif threads > n:
+            self.code.open(f"for (int {name} = {query}({dim}); {name} < {n}; {name} += {threads})")
+            self.code.comment(f"{comment} ({threads} in the launch: at most one each)")
         else:
-            self.code.open(f"for (int {name} = 0; {name} < {n}; {name}++)")
+            self.code.open(f"for (int {name} = {query}({dim}); {name} < {n}; {name} += {count}({dim}))")
             self.code.comment(comment)
         try:
             yield
@@ -489,11 +577,12 @@ class KernelEmitter:
             for k in range(n):
                 self.emit_fun(f, TupleView((acc_view, xv.access(arith.Const(k)))), acc_dest, level)
         else:
-            var = arith.Var(self.ctx.fresh("j"), Range(arith.Const(0), arith.Const(n - 1)))
-            with self.loop(var, n, node.name, None, f"{node.name} over {n} element(s)"):
-                self.emit_fun(f, TupleView((acc_view, xv.access(var))), acc_dest, level)
-                if level == "group" and self.barriers > before:
-                    self.barrier("local")  # the next step overwrites what this one shared
+            def body(emitter: "KernelEmitter", j: arith.Expr):
+                emitter.emit_fun(f, TupleView((acc_view, xv.access(j))), acc_dest, level)
+                if level == "group" and emitter.barriers > before:
+                    emitter.barrier("local")  # the next step overwrites what this one shared
+
+            self.sequential_loop(node.name, n, body)
         return acc_view
 
     def emit_reduce(self, node: Prim, dest: Dest, level: str):
@@ -653,5 +742,5 @@ def user_fun_source(fun: UserFun) -> str:
     return f"{deps}{c_type(fun.result_type)} {_fun_name(fun)}({', '.join(params)}) {{\n    return {body};\n}}\n"
 
 
-__all__ = ["KernelEmitter", "KernelContext", "Launch", "DeviceLimits", "launch_for", "check_nesting",
+__all__ = ["KernelEmitter", "KernelContext", "Launch", "DeviceLimits", "launch_for", "cpu_work_groups", "check_nesting",
            "user_fun_source", "is_layout_only", "is_layout_map", "annotated_space"]
