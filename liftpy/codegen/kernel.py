@@ -32,6 +32,7 @@ from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from .c import CExpr, Code, Memory, c_type
 from .views import (
     ConstView,
+    Guarded,
     Dest,
     MapDest,
     MapView,
@@ -242,6 +243,7 @@ class KernelEmitter:
         self.helpers: dict[str, str] = {}  # OpenCL helper functions the kernel calls, by name
         self.barriers = 0
         self.probing = False  # emitting a loop body only to see its index expressions (see sequential_loop)
+        self.reads_padding = False  # the kernel reads through a padding view: worth versioning (see interior)
 
     # -------------------------------------------------------------------------------- binding
     @contextmanager
@@ -495,7 +497,65 @@ class KernelEmitter:
         dim = node.params[0]
         var = arith.Var(self.ctx.fresh(_LOOP_NAME[kind] + str(dim)), Range(arith.Const(0), arith.Const(n - 1)))
         with self.loop(var, n, kind, dim, f"{kind}({dim}) over {n} element(s)"):
+            self.interior(var, n, body)
+
+    def interior(self, var: arith.Var, n: int, body) -> None:
+        """``body(emitter, var)``, versioned when it reads padded arrays: an interior version for the values of
+        ``var`` at which every padding condition that depends on it holds, the general one for the border.
+
+        Reading an input through its padding view (no padded copy) puts a condition at every read of a
+        reduction's inner loop; for most work-items the window lies inside the input. In the interior
+        version ``var`` carries the narrower range, so the views prove the conditions and drop them (and
+        vector reads become vector loads). The interval comes from a scratch emission of the body; the
+        conditions that stay are still checked, so it only decides how much code is fast."""
+        if self.probing or not self.reads_padding:
             body(self, var)
+            return
+        lo, hi = self._interior_interval(var, n, body)
+        if lo > hi or (lo == 0 and hi == n - 1):
+            body(self, var)
+            return
+        inside = arith.Var(var.name, Range(arith.Const(lo), arith.Const(hi)))
+        tests = ([f"{lo} <= {var.name}"] if lo > 0 else []) + ([f"{var.name} <= {hi}"] if hi < n - 1 else [])
+        self.code.open(f"if ({' && '.join(tests)})")
+        self.code.comment(f"interior: no padding condition depends on {var.name}")
+        body(self, inside)
+        self.code.close()
+        self.code.open("else")
+        body(self, var)
+        self.code.close()
+
+    def _interior_interval(self, var: arith.Var, n: int, body) -> tuple[int, int]:
+        """The values of ``var`` for which every padding condition ``0 <= a*var + rest < m`` of the body holds
+        (whatever the other variables), from the conditions a scratch emission produces."""
+        probe = self._probe()
+        body(probe, var)
+        lo, hi = 0, n - 1
+        guards = list(_guards(probe.code))
+        if not guards:  # none below: the maps nested in this body need not look again
+            self.reads_padding = False
+        for guard in guards:
+            index, m = guard.index, guard.n.as_int()
+            if var not in index.free_vars() or m is None:
+                continue
+            at0, at1, at2 = (index.subs({var: k}) for k in (0, 1, 2))
+            step = (at1 - at0).as_int()
+            if step is None or step <= 0 or (at2 - at1).as_int() != step:
+                continue  # not increasing linearly in var: this condition stays in both versions
+            rest_lo, rest_hi = (b.as_int() if b is not None else None for b in arith.bounds(at0))
+            if rest_lo is None or rest_hi is None:
+                continue
+            lo = max(lo, -(rest_lo // step))  # step*var + rest_lo >= 0
+            hi = min(hi, (m - 1 - rest_hi) // step)  # step*var + rest_hi <= m - 1
+        return lo, hi
+
+    def _probe(self) -> "KernelEmitter":
+        """A scratch copy of this emitter: code emitted into it only shows what the real emission would be."""
+        probe = copy.copy(self)
+        probe.code, probe.env, probe.probing = Code(), dict(self.env), True
+        probe.ctx = KernelContext(set(self.ctx.taken), list(self.ctx.temp_buffers))
+        probe.local_decls, probe.user_funs, probe.helpers = list(self.local_decls), dict(self.user_funs), dict(self.helpers)
+        return probe
 
     def sequential_loop(self, kind: str, n: int, body) -> None:
         """A sequential loop over ``n`` elements, ``body(emitter, index)`` emitting one step.
@@ -525,10 +585,7 @@ class KernelEmitter:
 
     def _index_divisors(self, kind: str, n: int, body) -> list[int]:
         """The divisors d (1 < d < n, d | n, each dividing the next) of ``j/d`` and ``j%d`` in the body's code."""
-        probe = copy.copy(self)
-        probe.code, probe.env, probe.probing = Code(), dict(self.env), True
-        probe.ctx = KernelContext(set(self.ctx.taken), list(self.ctx.temp_buffers))
-        probe.local_decls, probe.user_funs, probe.helpers = list(self.local_decls), dict(self.user_funs), dict(self.helpers)
+        probe = self._probe()
         var = arith.Var(probe.ctx.fresh(_LOOP_NAME[kind]), Range(arith.Const(0), arith.Const(n - 1)))
         body(probe, var)
         text = probe.code.render()
@@ -607,6 +664,20 @@ class KernelEmitter:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+def _guards(code: Code):
+    """The padding conditions (:class:`Guarded` reads) in emitted code."""
+
+    def walk_parts(parts):
+        for p in parts:
+            if isinstance(p, CExpr):
+                if isinstance(p, Guarded):
+                    yield p
+                yield from walk_parts(p.parts)
+
+    for _, parts in code.lines:
+        yield from walk_parts(parts)
+
+
 def is_layout_only(node: Node) -> bool:
     """True when a node computes nothing: it only rearranges data (views), maps a layout function over an
     array (``map(transpose, xs)``, as slide2D does) or names constants."""

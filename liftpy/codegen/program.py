@@ -135,6 +135,8 @@ def generate(
             f"sizes unknown at compile time: {', '.join(sorted(unknown))} (give them with --size NAME=VALUE)", fun.span
         )
     check_nesting(fun.body)
+    # a padding view in the program: its kernels may read through it (directly or through a val bound to it)
+    reads_padding = any(isinstance(n, Prim) and n.name == "pad" for n in walk(fun.body))
 
     ctx = KernelContext()
     env: dict[str, View] = {}
@@ -193,6 +195,7 @@ def generate(
         kernel_name = base if kernel_count == 1 else f"{base}_{c_name(name)}"
         launch = launch_for(expr, limits)
         emitter = KernelEmitter(kernel_name, launch, env, ctx)
+        emitter.reads_padding = reads_padding
         emitter.emit(expr, MemDest(out_mem, t), "kernel")
         source, args = _assemble(emitter, out_mem, memories, scalars, program_file=typed.program.filename, what=name)
         local_bytes[kernel_name] = sum(m.bytes for m in emitter.local_decls)

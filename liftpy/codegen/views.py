@@ -335,6 +335,17 @@ class MapView(View):
         return self.apply(self.inner.access(i)).address(rest)
 
 
+class Guarded(CExpr):
+    """A read of a padded array: the element when ``0 <= index < n``, else the padding value. The code
+    generator looks for these to version kernels (see ``KernelEmitter.interior``)."""
+
+    __slots__ = ("index", "n")
+
+    def __init__(self, index: Expr, n: Expr, *parts):
+        super().__init__(*parts, atomic=True)
+        self.index, self.n = index, n
+
+
 class PadView(View):
     """pad(l, r, value): reads outside the original array give the value (or the clamped edge element)."""
 
@@ -360,7 +371,7 @@ class PadView(View):
         if rest and isinstance(rest[-1], Lane) and isinstance(self.value, ScalarView):
             border = self.value.read(rest[-1:])
         jc = index_text(j).paren()
-        return CExpr("((0 <= ", jc, " && ", jc, f" < {self.n.as_int()}) ? ", inner, " : ", border, ")", atomic=True)
+        return Guarded(j, self.n, "((0 <= ", jc, " && ", jc, f" < {self.n.as_int()}) ? ", inner, " : ", border, ")")
 
     def address(self, path):
         i, rest = _split_index(path, "pad")

@@ -107,6 +107,10 @@ ALGORITHMS = {
                                "direct without the padding kernel: reads the input through the padding view "
                                "(rewrite strategy inline_copies)", "grouped-hwc", blocked=True,
                                derive=_inline_padding),
+    "direct-chw-nocopy": Algorithm("direct-chw-nocopy", "conv_direct_chw.lift",
+                                   "direct-chw without the padding kernel: reads the input through the padding view "
+                                   "(rewrite strategy inline_copies)", "grouped-chw", blocked=True,
+                                   derive=_inline_padding),
     "rows-nocopy": Algorithm("rows-nocopy", "conv_rows.lift",
                              "rows without the padding kernel: reads the input through the padding view "
                              "(rewrite strategy inline_copies)", "grouped-chw", blocked=True,
@@ -116,9 +120,11 @@ ALGORITHMS = {
 DERIVED = ("derived", "derived-direct")
 DEFAULT_ALGORITHM = "direct"
 #: what the tuner searches when not told: the pipelines built for CPUs and wide vectors (the paper's
-#: pipeline is ten times slower on a CPU; ask for it by name). direct-chw wins where the input's planes are
-#: large (its padded copy is not a transposition), direct where they are small, rows on few channels.
-TUNED_ALGORITHMS = ("direct", "direct-chw", "rows")
+#: pipeline is ten times slower on a CPU; ask for it by name). Without a padded copy, direct-chw-nocopy wins
+#: where the input's planes are large (most work-items see no padding); direct-chw's copy is cheaper than
+#: direct's transposition; direct wins where the planes are small, rows on few channels. direct-nocopy and
+#: rows-nocopy lost to these on every VGG-16 layer tried.
+TUNED_ALGORITHMS = ("direct", "direct-chw", "direct-chw-nocopy", "rows")
 
 
 @lru_cache(maxsize=None)
