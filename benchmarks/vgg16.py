@@ -103,7 +103,8 @@ def main():
                      baselines))
     columns = list(rows[0][6])
     width = {c: max(16, len(c) + 3) for c in columns}  # "CLBlast im2col+GEMM ms" is wider than 16
-    print(f"{'layer':9} {'trials':>6} {'pipeline':>8} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10} "
+    pw = max(8, *(len(r[2].algorithm) for r in rows))  # the pipeline column
+    print(f"{'layer':9} {'trials':>6} {'pipeline':>{pw}} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10} "
           f"{'mem ratio':>9} {'work ratio':>10}" + "".join(f" {c + ' ms':>{width[c]}} {'ratio':>6}" for c in columns))
     totals = {c: 0.0 for c in columns}
     total = 0.0
@@ -119,22 +120,24 @@ def main():
         memory_ratios.append(im2col / memory_bytes)
         bounds.append(im2col / held)
         workspace = memory_bytes - held
-        work_ratio = (im2col - held) / workspace if workspace else float("inf")
-        workspace_ratios.append(work_ratio)
-        line = (f"{name:9} {tried:6} {best.algorithm:>8} {liftpy_ms:9.2f} {layer.flops / liftpy_ms / 1e6:8.1f} "
-                f"{memory_bytes / 2**20:6.1f} {im2col / 2**20:10.1f} {im2col / memory_bytes:9.2f} {work_ratio:10.2f}")
+        if workspace:
+            workspace_ratios.append((im2col - held) / workspace)
+        work_text = f"{(im2col - held) / workspace:10.2f}" if workspace else f"{'none':>10}"
+        line = (f"{name:9} {tried:6} {best.algorithm:>{pw}} {liftpy_ms:9.2f} {layer.flops / liftpy_ms / 1e6:8.1f} "
+                f"{memory_bytes / 2**20:6.1f} {im2col / 2**20:10.1f} {im2col / memory_bytes:9.2f} {work_text}")
         for c in columns:
             totals[c] += baselines[c]
             line += f" {baselines[c]:{width[c]}.2f} {baselines[c] / liftpy_ms:6.2f}"
         print(line)
-    print(f"{'total':9} {'':6} {'':8} {total:9.2f} {'':8} {'':6} {'':10} {statistics.mean(memory_ratios):9.2f} "
-          f"{statistics.mean(workspace_ratios):10.2f}"
+    work_mean = f"{statistics.mean(workspace_ratios):10.2f}" if workspace_ratios else f"{'none':>10}"
+    print(f"{'total':9} {'':6} {'':{pw}} {total:9.2f} {'':8} {'':6} {'':10} {statistics.mean(memory_ratios):9.2f} "
+          f"{work_mean}"
           + "".join(f" {totals[c]:{width[c]}.2f} {totals[c] / total:6.2f}" for c in columns))
     print(f"mem ratio of a pipeline holding nothing but its input, weights, biases and output: "
           f"{statistics.mean(bounds):.2f} on average")
     print(f"ratio = baseline time / liftpy time (higher: liftpy faster); mem ratio = im2col+GEMM bytes / liftpy bytes; "
           f"work ratio = the same for the workspace beyond input, weights, biases and output (im2col's column matrix "
-          f"against liftpy's padded input); total row: sums of times, means of ratios over layers; medians over "
+          f"against liftpy's padded input; none: no workspace, left out of the mean); total row: sums of times, means of ratios over layers; medians over "
           f"{args.rounds} rounds of medians of {args.repeat} runs (numpy: 5, CLBlast: 3, naive OpenCL: 1 run, 1 round); "
           f"device {device}")
 

@@ -511,7 +511,14 @@ class KernelEmitter:
         if self.probing or not self.reads_padding:
             body(self, var)
             return
-        lo, hi = self._interior_interval(var, n, body)
+        guards, (lo, hi) = self._interior_interval(var, n, body)
+        if not guards:  # no padding condition in this body: the maps nested in it need not look again
+            self.reads_padding = False
+            try:
+                body(self, var)
+            finally:
+                self.reads_padding = True
+            return
         if lo > hi or (lo == 0 and hi == n - 1):
             body(self, var)
             return
@@ -525,15 +532,13 @@ class KernelEmitter:
         body(self, var)
         self.code.close()
 
-    def _interior_interval(self, var: arith.Var, n: int, body) -> tuple[int, int]:
-        """The values of ``var`` for which every padding condition ``0 <= a*var + rest < m`` of the body holds
-        (whatever the other variables), from the conditions a scratch emission produces."""
+    def _interior_interval(self, var: arith.Var, n: int, body) -> tuple[int, tuple[int, int]]:
+        """How many padding conditions a scratch emission of the body has, and the values of ``var`` for which
+        every one ``0 <= a*var + rest < m`` holds whatever the other variables."""
         probe = self._probe()
         body(probe, var)
         lo, hi = 0, n - 1
         guards = list(_guards(probe.code))
-        if not guards:  # none below: the maps nested in this body need not look again
-            self.reads_padding = False
         for guard in guards:
             index, m = guard.index, guard.n.as_int()
             if var not in index.free_vars() or m is None:
@@ -547,7 +552,7 @@ class KernelEmitter:
                 continue
             lo = max(lo, -(rest_lo // step))  # step*var + rest_lo >= 0
             hi = min(hi, (m - 1 - rest_hi) // step)  # step*var + rest_hi <= m - 1
-        return lo, hi
+        return len(guards), (lo, hi)
 
     def _probe(self) -> "KernelEmitter":
         """A scratch copy of this emitter: code emitted into it only shows what the real emission would be."""
