@@ -137,6 +137,12 @@ def test_cpu_launch_has_enough_work_groups_for_every_core():
                 assert all(local[i] == global_size[i] for i in range(d)), (global_size, local)
     # VGG-16 layer 19's direct convolution: PoCL alone chose 7 groups for 2 cores
     assert cpu_work_groups((7, 28, 8), cpu) == (7, 14, 1)
+    # work-items with much private memory come in smaller groups (PoCL keeps a group's on one thread's stack)
+    from liftpy.codegen.kernel import CPU_GROUP_PRIVATE_BYTES
+
+    heavy = cpu_work_groups((7, 224, 4), cpu, private_bytes=8192)
+    assert math.prod(heavy) * 8192 <= CPU_GROUP_PRIVATE_BYTES and heavy == (7, 8, 1)
+    assert cpu_work_groups((7, 224, 4), cpu) == (7, 56, 1)
 
 
 def test_launch_leaves_gpu_local_sizes_to_the_driver_and_fixes_them_on_a_cpu():

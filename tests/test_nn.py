@@ -89,6 +89,20 @@ def test_full_size_vgg16_layers(name):
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm), expected)
 
 
+@pytest.mark.slow
+def test_many_private_values_per_work_item_run_in_small_work_groups():
+    """512 scalar accumulators per work-item, in the four versions of a kernel reading through the padding:
+    PoCL crashed (SIGSEGV) on the work-groups it was given before their size counted private memory."""
+    layer = VGG16["vgg16.2"]
+    rng = np.random.default_rng(5)
+    x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
+    from liftpy.nn.reference import conv2d_reference
+
+    config = {"σ": 32, "κ": 16, "v": 1}
+    out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm="direct-nocopy")
+    assert_matches(out, conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1)))
+
+
 def test_default_configuration_and_pytorch_style_arguments():
     rng = np.random.default_rng(3)
     x, w, b = random_layer_arrays(rng, 2, 5, 11, 9, 6, 3, 2)

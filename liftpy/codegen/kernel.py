@@ -156,9 +156,11 @@ def check_nesting(expr: Node) -> None:
     go(expr, frozenset(), frozenset(), frozenset(), None)
 
 
-def launch_for(expr: Node, limits: DeviceLimits) -> Launch:
+def launch_for(expr: Node, limits: DeviceLimits, private_bytes: int = 0) -> Launch:
     """The NDRange from the kernel's parallel maps (the paper's table 1): groups from mapWrg, work-items per
-    group from mapLcl, global work-items from mapGlb; local sizes shrunk to fit the device (loops take the rest)."""
+    group from mapLcl, global work-items from mapGlb; local sizes shrunk to fit the device (loops take the rest).
+    A mapGlb kernel's local size is free: on a CPU it is chosen (:func:`cpu_work_groups`) for work-items with
+    ``private_bytes`` of private memory each, known once the kernel is emitted."""
     wrg: dict[int, int] = {}
     lcl: dict[int, int] = {}
     glb: dict[int, int] = {}
@@ -172,7 +174,8 @@ def launch_for(expr: Node, limits: DeviceLimits) -> Launch:
     dims = max([*wrg, *glb]) + 1
     if glb:
         global_size = tuple(glb.get(d, 1) for d in range(dims))
-        return Launch(global_size, cpu_work_groups(global_size, limits) if "cpu" in limits.kind else None)
+        return Launch(global_size, cpu_work_groups(global_size, limits, private_bytes=private_bytes)
+                      if "cpu" in limits.kind else None)
     local = [min(lcl.get(d, 1), limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
              for d in range(dims)]
     while math.prod(local) > limits.max_work_group_size:
@@ -187,7 +190,13 @@ def _divisors(n: int) -> list[int]:
     return sorted({*small, *(n // c for c in small)})
 
 
-def cpu_work_groups(global_size: tuple[int, ...], limits: DeviceLimits, per_unit: int = 8) -> tuple[int, ...]:
+#: private memory of one work-group on a CPU: PoCL keeps every work-item's private values for the whole group
+#: on a worker thread's stack. A group of 392 work-items with 8 KiB each crashed it (SIGSEGV); 56 did not.
+CPU_GROUP_PRIVATE_BYTES = 512 * 1024
+
+
+def cpu_work_groups(global_size: tuple[int, ...], limits: DeviceLimits, per_unit: int = 8,
+                    private_bytes: int = 0) -> tuple[int, ...]:
     """Local sizes for a mapGlb kernel on a CPU, where the code does not depend on them.
 
     A CPU driver runs each work-group on one thread, so what matters is enough groups to keep every core busy
@@ -195,12 +204,14 @@ def cpu_work_groups(global_size: tuple[int, ...], limits: DeviceLimits, per_unit
     choice for VGG-16 layer 19's direct convolution (global 7 x 28 x 8) was 7 groups of 1 x 28 x 8 for 2
     cores: 4 rounds of work where 3.5 would do; 16 groups of 7 x 14 x 1 ran the kernel 14% faster. Groups
     are grown from dimension 0 outwards and stop at the first dimension not taken whole, so a group's work-items
-    are neighbours in the innermost dimensions (there, the pixels sharing one group of weights)."""
+    are neighbours in the innermost dimensions (there, the pixels sharing one group of weights). A group's
+    private memory (``private_bytes`` per work-item) stays within :data:`CPU_GROUP_PRIVATE_BYTES`."""
     target = per_unit * max(1, limits.compute_units)
     groups = math.prod(global_size)
     local = [1] * len(global_size)
+    largest = min(limits.max_work_group_size, max(1, CPU_GROUP_PRIVATE_BYTES // max(1, private_bytes)))
     for d, n in enumerate(global_size):
-        cap = min(limits.max_work_group_size // math.prod(local),
+        cap = min(largest // math.prod(local),
                   limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
         fits = [c for c in _divisors(n) if c <= cap and groups // c >= target]
         if not fits:
@@ -244,6 +255,7 @@ class KernelEmitter:
         self.barriers = 0
         self.probing = False  # emitting a loop body only to see its index expressions (see sequential_loop)
         self.reads_padding = False  # the kernel reads through a padding view: worth versioning (see interior)
+        self.private_bytes = 0  # private memory declared, over every version of the code (see cpu_work_groups)
 
     # -------------------------------------------------------------------------------- binding
     @contextmanager
@@ -392,6 +404,8 @@ class KernelEmitter:
                 parts.append(self.allocate(_replace_leaf(dims_t, e), space, f"{base}{i}"))
             return ZipView(tuple(v for v, _ in parts), t), TupleDest(tuple(d for _, d in parts), t)
         mem = Memory(self.ctx.fresh(base), space, leaf, elem_count(t))
+        if space == "private":
+            self.private_bytes += mem.bytes
         if space == "local":
             self.local_decls.append(mem)
         elif space == "private":

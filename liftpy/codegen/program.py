@@ -197,6 +197,7 @@ def generate(
         emitter = KernelEmitter(kernel_name, launch, env, ctx)
         emitter.reads_padding = reads_padding
         emitter.emit(expr, MemDest(out_mem, t), "kernel")
+        launch = launch_for(expr, limits, emitter.private_bytes)  # a CPU's work-groups sized by the private memory
         source, args = _assemble(emitter, out_mem, memories, scalars, program_file=typed.program.filename, what=name)
         local_bytes[kernel_name] = sum(m.bytes for m in emitter.local_decls)
         if local_bytes[kernel_name] > limits.local_mem_size:
