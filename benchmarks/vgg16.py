@@ -120,9 +120,10 @@ def main():
         memory_ratios.append(im2col / memory_bytes)
         bounds.append(im2col / held)
         workspace = memory_bytes - held
-        if workspace:
-            workspace_ratios.append((im2col - held) / workspace)
-        work_text = f"{(im2col - held) / workspace:10.2f}" if workspace else f"{'none':>10}"
+        work_ratio = (im2col - held) / workspace if workspace else None  # None: no workspace at all
+        if work_ratio is not None:
+            workspace_ratios.append(work_ratio)
+        work_text = f"{work_ratio:10.2f}" if work_ratio is not None else f"{'none':>10}"
         line = (f"{name:9} {tried:6} {best.algorithm:>{pw}} {liftpy_ms:9.2f} {layer.flops / liftpy_ms / 1e6:8.1f} "
                 f"{memory_bytes / 2**20:6.1f} {im2col / 2**20:10.1f} {im2col / memory_bytes:9.2f} {work_text}")
         for c in columns:
@@ -137,7 +138,8 @@ def main():
           f"{statistics.mean(bounds):.2f} on average")
     print(f"ratio = baseline time / liftpy time (higher: liftpy faster); mem ratio = im2col+GEMM bytes / liftpy bytes; "
           f"work ratio = the same for the workspace beyond input, weights, biases and output (im2col's column matrix "
-          f"against liftpy's padded input; none: no workspace, left out of the mean); total row: sums of times, means of ratios over layers; medians over "
+          f"against liftpy's padded input; none: no workspace, left out of the mean); total row: sums of times, "
+          f"means of ratios over layers; medians over "
           f"{args.rounds} rounds of medians of {args.repeat} runs (numpy: 5, CLBlast: 3, naive OpenCL: 1 run, 1 round); "
           f"device {device}")
 
