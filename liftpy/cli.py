@@ -1,19 +1,91 @@
 """The ``liftpy`` command line.
 
 Every user mistake ends as one ``file:line:col: error: message`` line (with the source line and a caret when
-there is one) and exit status 1; a Python traceback means a bug in liftpy.
+there is one) and exit status 1; a Python traceback means a bug in liftpy. That holds for the command line
+itself too: argparse's own complaints (an unknown option, a value of the wrong kind) are raised as
+:class:`InputError` by :class:`Parser` and reported by :func:`main` like every other mistake, and the numeric
+options are read by :func:`positive_int`, :func:`nonnegative_int` and :func:`positive_seconds`, so a bad value
+is refused, with the option named, before any work starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from .errors import InputError, LiftError
+
+
+# ------------------------------------------------------------------------------------------------ arguments
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, except that a mistake on the command line raises :class:`InputError` (argparse
+    prints a usage block and exits 2): main() reports it as one ``error:`` line and exits 1, as it does every
+    other mistake. Subcommands' parsers are made of the same class (add_subparsers passes it on)."""
+
+    def error(self, message: str):
+        raise InputError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse leaves words no subcommand knows to the top parser; name the subcommand's help instead
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = " ".join(filter(None, (self.prog, getattr(parsed, "command", None))))
+            raise InputError(f"unrecognized arguments: {' '.join(extra)} (see `{command} --help`)")
+        return parsed
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (a count of runs, trials, images)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0 (a seed, a number of things to show)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+@contextmanager
+def writing(option: str, value, hint: str = "") -> Iterator[None]:
+    """Within the block, an OSError (a missing or unwritable directory, a file where a directory should be)
+    becomes an InputError naming the option, its value, the file when it is another, and the reason."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise  # stdout closed by the reader (``| head``): main() ends quietly
+    except OSError as e:
+        reason = "it exists and is not a directory" if isinstance(e, FileExistsError) else e.strerror or str(e)
+        where = f" {e.filename}" if e.filename is not None and str(e.filename) != str(value) else ""
+        raise InputError(f"{option} {value}: cannot write{where} ({reason}){hint}") from None
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -32,19 +104,41 @@ def parse_sizes(items: Sequence[str] | None) -> dict[str, object]:
     return sizes
 
 
+def program_sizes(program, items: Sequence[str] | None) -> dict[str, object]:
+    """:func:`parse_sizes`, each name checked against the sizes the program has (its parameters' array lengths,
+    its int parameters, its tuning parameters): a misspelt size would otherwise be ignored without a word."""
+    sizes = parse_sizes(items)
+    known = set(program.tuning_params)
+    for fun in program.functions:
+        known.update(fun.inferred_names)
+        for p in fun.params:
+            known.update(p.type.size_names())
+            if p.is_size:
+                known.add(p.name)
+    for name in sizes:
+        if name not in known:
+            have = f"its sizes: {', '.join(sorted(known))}" if known else "it has none"
+            raise InputError(f"--size {name}: {program.filename} has no size {name!r} ({have})")
+    return sizes
+
+
 def load_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
     """``--input x=x.npy`` -> {"x": array}."""
     inputs = {}
     for item in items or ():
         name, sep, path = item.partition("=")
-        if not sep or not name:
+        if not sep or not name or not path:
             raise InputError(f"--input expects NAME=FILE.npy, got {item!r}")
         try:
             inputs[name] = np.load(path, allow_pickle=False)
         except FileNotFoundError:
-            raise InputError(f"{path}: no such file (for input {name})") from None
-        except (ValueError, OSError) as e:
-            raise InputError(f"{path}: not a .npy file ({e})") from None
+            raise InputError(f"--input {name}: {path}: no such file") from None
+        except OSError as e:
+            raise InputError(f"--input {name}: {path}: cannot read ({e.strerror or e})") from None
+        except ValueError as e:
+            # without a .npy header numpy takes the file for a pickle, which it is told not to load
+            detail = "" if "pickled" in str(e) else f" ({e})"
+            raise InputError(f"--input {name}: {path}: not a .npy file{detail}") from None
     return inputs
 
 
@@ -54,7 +148,7 @@ def cmd_check(args) -> int:
     from .typecheck import typecheck
 
     program = load(args.file)
-    typed = typecheck(program, parse_sizes(args.size))
+    typed = typecheck(program, program_sizes(program, args.size))
     if program.tuning_params:
         print(f"tuning parameters: {', '.join(program.tuning_params)}")
     for fun in typed.program.functions:
@@ -79,16 +173,17 @@ def cmd_eval(args) -> int:
     from . import evaluate, load
 
     program = load(args.file)
+    sizes = program_sizes(program, args.size)
     inputs = load_inputs(args.input)
     fun = program.function(args.function)
     if args.random is not None:
-        inputs = _random_inputs(program, fun, inputs, parse_sizes(args.size), args.random)
-    result = evaluate(program, inputs, parse_sizes(args.size), function=args.function)
+        inputs = _random_inputs(program, fun, inputs, sizes, args.random)
+    result = evaluate(program, inputs, sizes, function=args.function)
     if isinstance(result, tuple):
         raise InputError("the result is a tuple; liftpy eval writes single arrays (use the Python API)")
     if args.output:
-        np.save(args.output, result)
-        print(f"wrote {args.output}: shape {result.shape}, {result.dtype}")
+        path = save_array(args.output, result)
+        print(f"wrote {path}: shape {result.shape}, {result.dtype}")
     else:
         with np.printoptions(precision=4, threshold=200, edgeitems=3, suppress=True):
             print(f"shape {result.shape}, {result.dtype}")
@@ -120,8 +215,20 @@ def _random_inputs(program, fun, given, sizes, seed):
             if d.as_int() is None:
                 raise InputError(f"give --size values for {', '.join(sorted(d.var_names()))} to make a random {p.name}")
             shape.append(d.as_int())
+        if any(n < 0 for n in shape):
+            declared = next(q.type for q in fun.data_params if q.name == p.name)
+            raise InputError(f"--size: {p.name} : {declared} would have the shape {tuple(shape)}; "
+                             f"a length cannot be negative")
         inputs[p.name] = rng.standard_normal(shape).astype(np.float32)
     return inputs
+
+
+def save_array(output: str, array: np.ndarray) -> str:
+    """Write ``array`` to the .npy file ``output`` (np.save's rule: the suffix added when missing); its path."""
+    path = output if output.endswith(".npy") else output + ".npy"
+    with writing("-o", output):
+        np.save(path, array)
+    return path
 
 
 def cmd_compile(args) -> int:
@@ -129,8 +236,11 @@ def cmd_compile(args) -> int:
     from .codegen.host import write_program
     from .runtime import compile as compile_program
 
-    exe = compile_program(load(args.file), parse_sizes(args.size), device=args.device, function=args.function)
-    for path in write_program(exe.generated, args.output):
+    program = load(args.file)
+    exe = compile_program(program, program_sizes(program, args.size), device=args.device, function=args.function)
+    with writing("-o", args.output):
+        written = write_program(exe.generated, args.output)
+    for path in written:
         print(f"wrote {path}")
     for name, (global_size, local_size) in exe.launch.items():
         print(f"  {name}: global {global_size}, local {local_size}")
@@ -142,7 +252,7 @@ def cmd_run(args) -> int:
     from .runtime import compile as compile_program
 
     program = load(args.file)
-    sizes = parse_sizes(args.size)
+    sizes = program_sizes(program, args.size)
     exe = compile_program(program, sizes, device=args.device, function=args.function)
     fun = program.function(args.function)
     inputs = _random_inputs(program, fun, load_inputs(args.input), sizes, args.seed)
@@ -159,8 +269,7 @@ def cmd_run(args) -> int:
         print("error: the kernel's output differs from the interpreter's", file=sys.stderr)
         return 1
     if args.output:
-        np.save(args.output, result.output)
-        print(f"wrote {args.output}")
+        print(f"wrote {save_array(args.output, result.output)}")
     return 0
 
 
@@ -172,7 +281,8 @@ def cmd_params(args) -> int:
 
     if args.target and args.target not in target_profiles():
         raise InputError(f"unknown target profile {args.target!r} (profiles: {', '.join(target_profiles())})")
-    space = parameters(load(args.file), parse_sizes(args.size), device=args.target or args.device,
+    program = load(args.file)
+    space = parameters(program, program_sizes(program, args.size), device=args.target or args.device,
                        function=args.function)
     for spec in args.require or ():
         name, _, condition = spec.partition(":")
@@ -220,6 +330,9 @@ def cmd_conv(args) -> int:
                 config[name.strip()] = int(value)
             except ValueError:
                 raise InputError(f"--config {name}: expected an integer, got {value!r}") from None
+    if args.output:
+        with writing("-o", args.output):  # made before the run: a bad -o is refused at once
+            Path(args.output).mkdir(parents=True, exist_ok=True)
     plan = nnconv.plan(layer, config, device=args.device, algorithm=args.algorithm)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
@@ -237,7 +350,9 @@ def cmd_conv(args) -> int:
           f"x{plan.im2col_bytes / plan.memory_bytes:.2f})")
     print(f"checked against the float64 reference: max relative error {result.max_error:.2e}")
     if args.output:
-        for path in write_program(plan.executable.generated, args.output):
+        with writing("-o", args.output):
+            written = write_program(plan.executable.generated, args.output)
+        for path in written:
             print(f"wrote {path}")
     return 0
 
@@ -259,15 +374,23 @@ def _layer_from_args(args):
     try:
         padding = [int(p) for p in args.padding.split(",")]
     except ValueError:
-        raise InputError(f"--padding expects an int or top,bottom,left,right, got {args.padding!r}") from None
+        padding = []
+    if len(padding) not in (1, 4):
+        raise InputError(f"--padding expects an int or top,bottom,left,right, got {args.padding!r}")
     return nnconv.make_layer(_shape(args.input, "input", 3), _shape(args.kernels, "kernels", 3), stride,
                              padding[0] if len(padding) == 1 else padding, batch=getattr(args, "batch", 1))
 
 
 def cmd_tune(args) -> int:
+    from .runtime import get_device
     from .tuning import tune
+    from .tuning.search import resolve_algorithms
 
+    # everything a user can get wrong is refused before the first trial (and before the line announcing them)
     layer = _layer_from_args(args)
+    resolve_algorithms(args.algorithm)
+    get_device(args.device)
+    _tuning_db(args.db, create=True).close()
     print(f"tuning {layer.describe()} on the {'default device' if args.device is None else args.device}, "
           f"{args.trials} trials, database {args.db}", file=sys.stderr)
     trials = tune(layer, trials=args.trials, db=args.db, device=args.device, seed=args.seed,
@@ -281,26 +404,37 @@ def cmd_tune(args) -> int:
     return 0
 
 
-def _existing_db(path):
-
+def _tuning_db(path, create: bool = False):
+    """The tuning database at ``--db path``; one that does not exist yet is made only when ``create``."""
     from .tuning.db import TuningDB
 
-    if not Path(path).exists():
-        raise InputError(f"{path}: no such tuning database (make one with liftpy tune)")
-    return TuningDB(path)
+    if Path(path).is_dir():
+        raise InputError(f"--db {path}: is a directory, not a tuning database")
+    if not create and not Path(path).exists():
+        raise InputError(f"--db {path}: no such tuning database (make one with liftpy tune)")
+    if Path(path).parent.exists() and not Path(path).parent.is_dir():  # sqlite would only say "unable to open"
+        raise InputError(f"--db {path}: {Path(path).parent} is not a directory")
+    with writing("--db", path):  # TuningDB makes the missing directories of a new database
+        try:
+            return TuningDB(path)
+        except InputError as e:  # TuningDB's own (not a database, another schema) names the path and why
+            raise InputError(f"--db {e.message}") from None
 
 
 def cmd_report(args) -> int:
 
     from .tuning.report import layer_report, network_report
 
-    db = _existing_db(args.db)
+    db = _tuning_db(args.db)
+    layer = None if args.network else _layer_from_args(args)
     out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if args.network:
-        print(network_report(db, args.network, args.device, out_dir))
-    else:
-        print(layer_report(db, _layer_from_args(args), args.device, out_dir))
+    # the figures are the only files a report writes; by default they go beside the database
+    with writing(*(("-o", args.output) if args.output else
+                   ("--db", args.db, "; choose a directory for the figures with -o"))):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        text = network_report(db, args.network, args.device, out_dir) if args.network else \
+            layer_report(db, layer, args.device, out_dir)
+    print(text)
     return 0
 
 
@@ -310,14 +444,15 @@ def cmd_export(args) -> int:
     from .nn import conv as nnconv
 
     layer = _layer_from_args(args)
-    db = _existing_db(args.db)
+    db = _tuning_db(args.db)
     best = db.best(layer, args.device)
     if best is None:
         raise InputError(f"{args.db} has no correct trial for {layer.describe()}")
     plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
-    written = write_program(plan.executable.generated, args.output)
     notes = Path(args.output) / "README.txt"
-    notes.write_text(nnconv.export_notes(plan, best))
+    with writing("-o", args.output):
+        written = write_program(plan.executable.generated, args.output)
+        notes.write_text(nnconv.export_notes(plan, best))
     for path in written + [notes]:
         print(f"wrote {path}")
     return 0
@@ -337,7 +472,7 @@ def cmd_devices(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .nn.conv import ALGORITHMS, DEFAULT_ALGORITHM, TUNED_ALGORITHMS
 
-    parser = argparse.ArgumentParser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
+    parser = Parser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help_: str, fn):
@@ -357,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", help="the function to run (default: the last one in the file)")
     p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (repeatable)")
-    p.add_argument("--random", type=int, metavar="SEED", help="make random inputs for those not given")
+    p.add_argument("--random", type=nonnegative_int, metavar="SEED", help="make random inputs for those not given")
     p.add_argument("-o", "--output", help="write the result to this .npy file")
 
     p = add("compile", "generate OpenCL kernels and a standalone host script", cmd_compile)
@@ -373,8 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", help="the function to run (default: the last one in the file)")
     p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (others are random)")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed for random inputs")
+    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("-o", "--output", help="write the kernel's result to this .npy file")
 
@@ -385,8 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring (default device otherwise)")
     p.add_argument("--target", help="a device profile instead of a live device: mali-g72, pocl-cpu, nvidia-gtx1080")
     p.add_argument("--require", action="append", metavar="NAME:CONDITION", help="add a constraint, e.g. 'v4:v == 4'")
-    p.add_argument("--sample", type=int, default=0, metavar="N", help="print N random valid configurations")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sample", type=nonnegative_int, default=0, metavar="N", help="print N random valid configurations")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
 
     def layer_options(p, db: bool = True):
         p.add_argument("--layer", help="a named layer: vgg16.0, vgg16.2, ... vgg16.24")
@@ -394,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--kernels", help="kernels x height x width, e.g. 64x3x3")
         p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
         p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
-        p.add_argument("--batch", type=int, default=1)
+        p.add_argument("--batch", type=positive_int, default=1, help="images per run (default 1)")
         if db:
             p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
 
@@ -405,20 +540,20 @@ def build_parser() -> argparse.ArgumentParser:
                    + f" (default {DEFAULT_ALGORITHM})")
     p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs (the median is reported)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs (the median is reported)")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("-o", "--output", help="directory for the kernels' .cl files and a standalone host script")
 
     p = add("tune", "auto-tune a convolution layer: measured random search, results in a database", cmd_tune)
     layer_options(p)
-    p.add_argument("--trials", type=int, default=100, help="configurations to measure in total (resumes)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trials", type=positive_int, default=100, help="configurations to measure in total (resumes)")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--algorithm", metavar="NAMES",
                    help="the pipelines to search, comma-separated (default: " + ",".join(TUNED_ALGORITHMS)
                    + "; known: " + ", ".join(ALGORITHMS) + ")")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs per trial (the median is kept)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds before a trial counts as hung")
+    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per trial (the median is kept)")
+    p.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds before a trial counts as hung")
 
     p = add("report", "the best configurations, failures and Pareto front of a tuning database", cmd_report)
     layer_options(p)
@@ -440,9 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command line; the exit status (``--help`` exits 0 from argparse itself)."""
     try:
+        args = build_parser().parse_args(argv)  # a mistake here is an InputError too (Parser.error)
         return args.fn(args)
     except LiftError as e:
         print(e.render(), file=sys.stderr)

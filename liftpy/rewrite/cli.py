@@ -18,9 +18,11 @@ with Python's parser and only these names are allowed: nothing is evaluated.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import sys
 
+from ..cli import nonnegative_int, positive_int
 from ..errors import RewriteError
 from ..ir import Program
 from . import strategies as st
@@ -58,7 +60,8 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
     def value(node):
         if isinstance(node, ast.Constant) and (node.value is None or type(node.value) is int):
             return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+                and type(node.operand.value) is int):
             return -node.operand.value
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(value(e) for e in node.elts)
@@ -86,9 +89,17 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
                     raise RewriteError("--strategy: position takes a path and a strategy: position((0, 1), s)")
                 return st.position(args[0], args[1])
             if name in COMBINATORS:
+                combinator = COMBINATORS[name]
                 if not all(isinstance(a, st.Strategy) for a in args):
                     raise RewriteError(f"--strategy: {name} takes strategies")
-                return COMBINATORS[name](*args)
+                signature = inspect.signature(combinator)
+                try:
+                    signature.bind(*args)  # the arity, checked before the call: a TypeError inside is a bug
+                except TypeError:
+                    wanted = len(signature.parameters)
+                    raise RewriteError(f"--strategy: {name} takes {wanted} strateg{'y' if wanted == 1 else 'ies'}, "
+                                       f"got {len(args)}") from None
+                return combinator(*args)
             if name in named:
                 if any(isinstance(a, (st.Strategy, tuple)) for a in args):
                     raise RewriteError(f"--strategy: {name} takes sizes (integers, or ? for a tuning parameter)")
@@ -123,6 +134,8 @@ def parse_rule_list(text: str, book: Catalogue | None = None) -> list:
         if not isinstance(s, (RuleFamily, Rule)):
             raise RewriteError(f"--rules: {piece!r} is not a rule")
         out.append(s)
+    if not out:
+        raise RewriteError(f"--rules: no rule in {text!r}")
     return out
 
 
@@ -164,7 +177,7 @@ def cmd_explore(args) -> int:
     from .explore import explore
 
     book = _catalogue_with(args.rule_file)
-    chosen = parse_rule_list(args.rules, book) if args.rules else None
+    chosen = parse_rule_list(args.rules, book) if args.rules is not None else None
     program = load(args.file)
     variants = explore(program, chosen, args.depth, method=args.method, walks=args.walks, seed=args.seed,
                        limit=args.limit, progress=not args.quiet and sys.stderr.isatty())
@@ -193,14 +206,14 @@ def add_commands(subparsers) -> None:
     p = subparsers.add_parser("explore", help=help_, description=help_)
     p.set_defaults(fn=cmd_explore)
     p.add_argument("file")
-    p.add_argument("--depth", type=int, default=3, help="rule applications per variant at most (default 3)")
+    p.add_argument("--depth", type=positive_int, default=3, help="rule applications per variant at most (default 3)")
     p.add_argument("--rules", metavar="RULES",
                    help='comma-separated rules, e.g. "splitJoin(4), mapFusion" (default: the algorithmic, fusion, '
                         'interchange and simplification rules)')
     p.add_argument("--rule-file", action="append", metavar="FILE.rules", help="more rules to use (repeatable)")
     p.add_argument("--method", choices=("bfs", "random"), default="bfs", help="breadth-first (default) or random walks")
-    p.add_argument("--walks", type=int, default=100, help="random walks (with --method random)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (with --method random)")
-    p.add_argument("--limit", type=int, help="stop after this many variants")
-    p.add_argument("--show", type=int, metavar="N", help="print only the first N variants")
+    p.add_argument("--walks", type=positive_int, default=100, help="random walks (with --method random)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="random seed (with --method random)")
+    p.add_argument("--limit", type=positive_int, help="stop after this many variants")
+    p.add_argument("--show", type=nonnegative_int, metavar="N", help="print only the first N variants")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
