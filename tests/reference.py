@@ -31,3 +31,12 @@ def conv2d_windows(x, w, bias, stride=(1, 1), padding=(0, 0, 0, 0)):
     kh, kw = w.shape[1:3]
     windows = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(0, 1))[:: stride[0], :: stride[1]]
     return np.einsum("ijcab,kabc->kij", windows, w.astype(np.float64)) + bias[:, None, None]
+
+
+def conv2d_nchw(x, w, bias, stride=(1, 1), padding=(0, 0, 0, 0), reference=conv2d_hwc):
+    """A batch in PyTorch's layouts (x: N x C x H x W, w: K x C x kh x kw, bias: K or None), one image at a time
+    through ``reference`` (conv2d_hwc by default, or conv2d_windows) in its HWC layouts. Returns float64
+    N x K x outH x outW."""
+    bias = np.zeros(w.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64)
+    w_khwc = np.asarray(w).transpose(0, 2, 3, 1)
+    return np.stack([reference(np.asarray(image).transpose(1, 2, 0), w_khwc, bias, stride, padding) for image in x])

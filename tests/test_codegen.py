@@ -1,6 +1,7 @@
 """Generated OpenCL against the interpreter: every program of the corpus compiles, builds on the default
 OpenCL device (PoCL in CI), runs on random inputs and matches the reference semantics."""
 
+import math
 import re
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 import liftpy
 from liftpy.types import ArrayType, VectorType
+
+from .reference import conv2d_hwc
 
 HERE = Path(__file__).parent
 EXAMPLES = HERE.parent / "examples"
@@ -74,15 +77,118 @@ CASES = [pytest.param(p, sizes_of(p), id=p.stem) for p in CORPUS] + [
 ]
 
 
+# What the code generator writes for each loop (liftpy/codegen/kernel.py), as the tests expect to read it:
+# a parallel map's loop over work-items (or work-groups) of dimension d, stepping by their count or, when the
+# launch has more of them than elements, by the launch's size, and a line saying so; or no loop at all, when
+# the launch has one work-item per element, the index read once
+_PARALLEL = {"mapGlb": ("get_global_id", "get_global_size"), "mapWrg": ("get_group_id", "get_num_groups"),
+             "mapLcl": ("get_local_id", "get_local_size")}
+_PARALLEL_FOR = re.compile(r"for \(int (\w+) = (get_\w+)\((\d)\); \1 < (\d+); \1 \+= (\w+\(\d\)|\d+)\) \{")
+_PARALLEL_SAYS = re.compile(r"// (mapGlb|mapWrg|mapLcl)\((\d)\) over (\d+) element\(s\)"
+                            r"(?: \((\d+) in the launch: at most one each\))?")
+_PARALLEL_INDEX = re.compile(r"int (\w+) = (get_\w+_id)\((\d)\);(.*)")
+# a sequential loop (mapSeq, reduceSeq), split into a nest of loops when its index is divided (the comment,
+# after the outermost, gives the nest's shape, "as 3 x 3"); or a copy's loop
+_SEQUENTIAL_FOR = re.compile(r"for \(int (\w+) = 0; \1 < (\d+); \1\+\+\) \{")
+_SEQUENTIAL_SAYS = re.compile(r"// (mapSeq|reduceSeq) over (\d+) element\(s\)(?:, as (\d+(?: x \d+)+))?")
+
+
+def assert_every_loop_names_its_primitive(source: str):
+    """Each ``for (`` line of a kernel is followed by a comment naming the primitive that made it, with the
+    loop's dimension and length; the inner loops of a split sequential loop follow its comment, with the
+    extents it gives. The parallel maps that need no loop name theirs on the line reading their index."""
+    lines = [line.strip() for line in source.splitlines()]
+    assert source.count("for (") == sum(line.startswith("for (") for line in lines), "a loop not on its own line"
+    explained = set()
+    for i, line in enumerate(lines):
+        if index := _PARALLEL_INDEX.fullmatch(line):
+            _, query, dim, comment = index.groups()
+            says = _PARALLEL_SAYS.fullmatch(comment.removeprefix("  "))
+            assert says and not says.group(4), f"{line}: no comment naming its map"
+            assert (_PARALLEL[says.group(1)][0], says.group(2)) == (query, dim), line
+        if not line.startswith("for (") or i in explained:
+            continue
+        comment = lines[i + 1]
+        if loop := _PARALLEL_FOR.fullmatch(line):
+            _, query, dim, n, step = loop.groups()
+            says = _PARALLEL_SAYS.fullmatch(comment)
+            assert says, f"{line} is followed by {comment!r}"
+            kind, said_dim, said_n, launched = says.groups()
+            assert (_PARALLEL[kind][0], said_dim, said_n) == (query, dim, n), (line, comment)
+            if launched:
+                assert step == launched and int(launched) > int(n), (line, comment)
+            else:
+                assert step == f"{_PARALLEL[kind][1]}({dim})", (line, comment)
+        else:
+            loop = _SEQUENTIAL_FOR.fullmatch(line)
+            assert loop, f"{line}: neither a parallel nor a sequential loop"
+            if comment == "// copy":
+                explained.add(i)
+                continue
+            says = _SEQUENTIAL_SAYS.fullmatch(comment)
+            assert says, f"{line} is followed by {comment!r}"
+            _, n, shape = says.groups()
+            extents = [int(e) for e in shape.split(" x ")] if shape else [int(n)]
+            nest = [i] + list(range(i + 2, i + 1 + len(extents)))  # the comment sits after the outermost loop
+            loops = [_SEQUENTIAL_FOR.fullmatch(lines[k]) for k in nest]
+            assert all(loops) and [int(m.group(2)) for m in loops] == extents, (line, comment)
+            assert math.prod(extents) == int(n), (line, comment)
+            explained.update(nest)
+        explained.add(i)
+
+
+def assert_indented(source: str):
+    """Four spaces per open brace; the continuation lines of a parameter list are indented twice."""
+    depth, previous = 0, ""
+    for line in source.splitlines():
+        text = line.lstrip(" ")
+        if text and not previous.endswith(","):
+            assert line[: len(line) - len(text)] == "    " * (depth - text.startswith("}")), line
+        depth += text.count("{") - text.count("}")
+        previous = text or previous
+    assert depth == 0
+
+
 @pytest.mark.parametrize("path, sizes", CASES)
 def test_corpus_program_matches_interpreter(path, sizes):
     exe = check_against_interpreter(path, sizes)
     for name, source in exe.sources.items():
         assert f"kernel void {name}(" in source
         # readable: indented, and every loop says which primitive made it
-        for line in source.splitlines():
-            if line.lstrip().startswith("for ("):
-                assert "//" in line or "over" in source, line
+        assert_indented(source)
+        assert_every_loop_names_its_primitive(source)
+
+
+def test_the_loop_comment_check_fails_on_what_it_should():
+    good = """kernel void k(global float* out) {
+    for (int i = 0; i < 9; i++) {
+        // mapSeq over 9 element(s)
+        out[i] = 0.0f;
+    }
+    for (int j = 0; j < 3; j++) {
+        // reduceSeq over 6 element(s), as 3 x 2
+        for (int j_1 = 0; j_1 < 2; j_1++) {
+            out[2*j+j_1] = 1.0f;
+        }
+    }
+    for (int gid0 = get_global_id(0); gid0 < 5; gid0 += get_global_size(0)) {
+        // mapGlb(0) over 5 element(s)
+        out[gid0] = 2.0f;
+    }
+}"""
+    assert_indented(good)
+    assert_every_loop_names_its_primitive(good)
+    bad = [good.replace("        // mapSeq over 9 element(s)\n", ""),  # a loop without its comment
+           good.replace("mapSeq over 9", "mapSeq over 8"),  # the wrong length
+           good.replace("as 3 x 2", "as 2 x 3"),  # the wrong nest
+           good.replace("mapGlb(0) over", "mapLcl(0) over"),  # the wrong primitive
+           good.replace("gid0 < 5; gid0 += get_global_size(0)) {", "gid0 < 5; gid0 += 8) {"),
+           good.replace("    for (int i", "  for (int i"),
+           good.replace("    for (int gid0", "    int lid0 = get_local_id(0);\n    for (int gid0")]
+    for source in bad:
+        with pytest.raises(AssertionError):
+            assert_indented(source)
+            assert_every_loop_names_its_primitive(source)
 
 
 def test_corpus_is_large_and_covers_every_primitive():
@@ -97,6 +203,25 @@ def test_corpus_is_large_and_covers_every_primitive():
             used |= {n.name for n in walk(fun.body) if isinstance(n, Prim)}
     # map and reduce appear only through lowering (layout maps are views); the rest must all run somewhere
     assert set(PRIMITIVES) - used <= {"reduce"}, set(PRIMITIVES) - used
+
+
+def test_partial_convolution_kernel_sums_to_the_convolution():
+    """Listing 4's kernel (the partial convolution, checked against the interpreter with the corpus) against
+    numpy: its partial sums, added up over the chunks, are the convolution of the padded input (no bias)."""
+    path, sizes = EXAMPLE_PROGRAMS[1]
+    assert path.name == "partial_conv.lift"
+    exe = liftpy.compile(liftpy.load(path), sizes)
+    rng = np.random.default_rng(8)
+    padded = rng.standard_normal((6, 6, 4)).astype(np.float32)  # paddedInputHeight x paddedInputWidth x C
+    weights = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)  # numKernels x 3 x 3 x C
+    out = exe.run({"kernelsWeights": weights, "paddedInput": padded}).output
+    # θ = 4: 2 x 2 tiles of 4 x 4 (step 2), each of 2 x 2 windows 3 x 3, σ = 2 windows a work-item; κ = 2
+    # kernels a work-group; ω = 12 of the 36 values of a window a chunk
+    assert out.shape == (4, 2, 2, 2, 2, 3)  # tiles, kernel groups, κ, window groups, σ, chunks
+    sums = out.astype(np.float64).sum(axis=-1).reshape(2, 2, 4, 2, 2)  # tile row, tile column, kernel, window
+    got = sums.transpose(2, 0, 3, 1, 4).reshape(4, 4, 4)  # kernel, output row, output column
+    expected = conv2d_hwc(padded, weights, np.zeros(4))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
 
 
 def test_stencil_kernel_has_the_form_of_listing_2():

@@ -9,13 +9,7 @@ from liftpy.errors import ConstraintError, InputError
 from liftpy.nn.conv import ALGORITHMS
 from liftpy.nn.layers import VGG16
 
-from .reference import conv2d_hwc
-
-
-def reference_nchw(x, w, b, stride, padding):
-    """tests/reference.py's loop convolution, applied image by image in its HWC layout."""
-    out = [conv2d_hwc(img.transpose(1, 2, 0), w.transpose(0, 2, 3, 1), b, stride, padding) for img in x]
-    return np.stack(out)
+from .reference import conv2d_nchw
 
 
 def random_layer_arrays(rng, n, c, h, w, k, kh, kw):
@@ -53,7 +47,7 @@ def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
     assert configs, space.describe()
     config = configs[seed % len(configs)]
     out = nn.conv2d(x, w, b, stride=layer["stride"], padding=layer["padding"], config=config, algorithm=algorithm)
-    assert_matches(out, reference_nchw(x, w, b, layer["stride"], layer["padding"]))
+    assert_matches(out, conv2d_nchw(x, w, b, layer["stride"], layer["padding"]))
 
 
 SCALED = [(name, algorithm) for name in VGG16 for algorithm in ALGORITHMS]
@@ -64,7 +58,7 @@ def test_scaled_down_vgg16_layers(name, algorithm):
     layer = VGG16[name].scaled(8, min_channels=3)  # channels, kernels and spatial sizes divided by 8
     rng = np.random.default_rng(len(name))
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
-    expected = reference_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
+    expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
     space = nn.conv_space(layer, algorithm=algorithm)
     for config in space.sample(2, seed=7):
         out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm)
@@ -79,9 +73,7 @@ def test_full_size_vgg16_layers(name):
     layer = VGG16[name]
     rng = np.random.default_rng(0)
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
-    from liftpy.nn.reference import conv2d_reference
-
-    expected = conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1))
+    expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
     for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config), expected)
     for algorithm in set(ALGORITHMS) - {"direct"}:  # at their default points
@@ -96,11 +88,9 @@ def test_many_private_values_per_work_item_run_in_small_work_groups():
     layer = VGG16["vgg16.2"]
     rng = np.random.default_rng(5)
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
-    from liftpy.nn.reference import conv2d_reference
-
     config = {"σ": 32, "κ": 16, "v": 1}
     out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm="direct-nocopy")
-    assert_matches(out, conv2d_reference(x, w, b, (1, 1), (1, 1, 1, 1)))
+    assert_matches(out, conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)))
 
 
 def test_default_configuration_and_pytorch_style_arguments():
@@ -110,9 +100,9 @@ def test_default_configuration_and_pytorch_style_arguments():
                                            (3, (0, 2, 1, 0), (0, 2, 1, 0))]:
         out = nn.conv2d(x, w, b, stride=stride, padding=padding)
         s = stride if isinstance(stride, tuple) else (stride, stride)
-        assert_matches(out, reference_nchw(x, w, b, s, torch_padding))
+        assert_matches(out, conv2d_nchw(x, w, b, s, torch_padding))
     no_bias = nn.conv2d(x, w, None, stride=1, padding=0)
-    assert_matches(no_bias, reference_nchw(x, w, np.zeros(6, np.float32), (1, 1), (0, 0, 0, 0)))
+    assert_matches(no_bias, conv2d_nchw(x, w, np.zeros(6, np.float32), (1, 1), (0, 0, 0, 0)))
 
 
 def test_non_contiguous_arrays_are_accepted():
@@ -121,7 +111,7 @@ def test_non_contiguous_arrays_are_accepted():
     x_t = np.asfortranarray(x)
     w_view = np.ascontiguousarray(w[:, :, ::-1, :])[:, :, ::-1, :]  # a negatively strided view
     assert not w_view.flags.c_contiguous
-    assert_matches(nn.conv2d(x_t, w_view, b, padding=1), reference_nchw(x, w, b, (1, 1), (1, 1, 1, 1)))
+    assert_matches(nn.conv2d(x_t, w_view, b, padding=1), conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)))
 
 
 BAD_CALLS = [
@@ -161,10 +151,21 @@ def test_invalid_configuration_names_the_violated_constraints():
 
 
 def test_memory_footprint_is_smaller_than_im2col():
-    plan = nn.plan(VGG16["vgg16.2"].scaled(2), algorithm="direct")
-    assert 0 < plan.memory_bytes < plan.im2col_bytes
-    names = {b[0] for b in plan.executable.buffers}
-    assert {"input", "weights", "biases", "padded", "output"} <= names
+    layer = VGG16["vgg16.2"].scaled(2)
+    n, c, h, w, k = layer.batch, layer.channels, layer.height, layer.width, layer.kernels
+    assert (n, c, h, w, k) == (1, 32, 112, 112, 32)
+    assert (layer.kernel_height, layer.kernel_width, layer.stride, layer.padding) == (3, 3, (1, 1), (1, 1, 1, 1))
+    plan = nn.plan(layer, algorithm="direct")
+    # the direct pipeline's buffers: the input, the weights (regrouped, as many), the biases, the padded copy
+    # of the input (NHWC) and the output, all float32; the output is as large as the input (3x3, padding 1)
+    floats = {"input": n * c * h * w, "weights": k * c * 3 * 3, "biases": k, "padded": n * (h + 2) * (w + 2) * c,
+              "output": n * k * h * w}
+    assert {name: size for name, _, size in plan.executable.buffers} == {b: 4 * f for b, f in floats.items()}
+    assert plan.memory_bytes == 4 * sum(floats.values())
+    # im2col + GEMM: the input, one column of c*3*3 values per output pixel, the weights, biases and output
+    im2col = 4 * (n * c * h * w + n * c * 3 * 3 * h * w + k * c * 3 * 3 + k + n * k * h * w)
+    assert plan.im2col_bytes == im2col
+    assert plan.memory_bytes < im2col / 3
 
 
 def test_conv_space_by_name_and_by_shapes():
@@ -177,12 +178,88 @@ def test_conv_space_by_name_and_by_shapes():
     assert any(c.name == "tiles cover the rows" for c in paper.constraints)
 
 
-def test_conv_command(tmp_path, capsys):
+# The weights in each pipeline's layout, written from the layouts' descriptions (liftpy.nn.conv.WEIGHT_LAYOUTS,
+# which the export notes quote) for OIHW w and κ kernels per group
+WEIGHTS_FOR = {
+    "ohwi": lambda w, κ: w.transpose(0, 2, 3, 1),
+    "grouped-hwc": lambda w, κ: w.transpose(0, 2, 3, 1).reshape(w.shape[0] // κ, κ, -1).transpose(0, 2, 1),
+    "grouped-chw": lambda w, κ: w.reshape(w.shape[0] // κ, κ, -1).transpose(0, 2, 1),
+}
+
+# (input C x H x W, kernels K x kh x kw, stride, padding, batch, algorithm): as the command is given them,
+# an int standing for both directions (stride) or all four sides (padding)
+CONV_COMMANDS = [
+    pytest.param((8, 12, 10), (8, 3, 3), 1, 1, 1, None, id="default"),
+    pytest.param((5, 9, 11), (6, 3, 2), (2, 1), (1, 0, 2, 1), 2, "rows-nocopy", id="rows-nocopy-batch-2-uneven"),
+    pytest.param((4, 7, 8), (4, 2, 3), (1, 2), (0, 1, 1, 0), 2, "direct-chw", id="direct-chw-batch-2-uneven"),
+    pytest.param((3, 8, 7), (4, 3, 3), 2, 1, 1, "derived-direct", id="derived-direct"),
+]
+
+
+def _run_host_script(host_dir, data_dir, inputs, output):
+    """Run the host.py written in ``host_dir`` on .npy files (in ``data_dir``) of ``inputs``; its output."""
+    import subprocess
+    import sys
+
+    args = []
+    for name, array in inputs.items():
+        np.save(data_dir / f"in-{name}.npy", np.ascontiguousarray(array, dtype=np.float32))
+        args += ["--input", f"{name}={data_dir / f'in-{name}.npy'}"]
+    result = subprocess.run([sys.executable, str(host_dir / "host.py"), *args, "--output", str(output),
+                             "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return np.load(output)
+
+
+@pytest.mark.parametrize("shape, kernels, stride, padding, batch, algorithm", CONV_COMMANDS)
+def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, algorithm):
+    """The command runs a layer and writes its kernels and a host script; the host script, run on its own
+    on inputs in the pipeline's layouts, computes the convolution."""
+    import ast
+    import re
+
     from liftpy.cli import main
 
-    assert main(["conv", "--input", "8x12x10", "--kernels", "8x3x3", "--padding", "1", "--repeat", "2",
-                 "-o", str(tmp_path)]) == 0
+    def text(value, sep):
+        return str(value) if isinstance(value, int) else sep.join(map(str, value))
+
+    out_dir = tmp_path / "out"
+    arguments = ["--input", text(shape, "x"), "--kernels", text(kernels, "x"), "--stride", text(stride, "x"),
+                 "--padding", text(padding, ","), "--batch", str(batch)]
+    arguments += ["--algorithm", algorithm] if algorithm else []
+    assert main(["conv", *arguments, "--repeat", "2", "-o", str(out_dir)]) == 0
     out = capsys.readouterr().out
     assert "GFLOP/s" in out and "im2col" in out and "max relative error" in out
-    assert (tmp_path / "host.py").exists() and list(tmp_path.glob("*.cl"))
+    assert (out_dir / "host.py").exists() and list(out_dir.glob("*.cl"))
+    # the command prints the pipeline and configuration it chose (from a tuning database, or the default)
+    chosen = re.search(r"^algorithm (\S+), configuration (\{[^}]*\}), device", out, re.M)
+    assert chosen, out
+    chosen_algorithm, config = chosen.group(1), ast.literal_eval(chosen.group(2))
+    assert chosen_algorithm == (algorithm or chosen_algorithm) and chosen_algorithm in ALGORITHMS
+
+    (c, h, w), (k, kh, kw) = shape, kernels
+    stride = (stride, stride) if isinstance(stride, int) else stride
+    padding = (padding,) * 4 if isinstance(padding, int) else padding
+    rng = np.random.default_rng(11)
+    x, weights, bias = random_layer_arrays(rng, batch, c, h, w, k, kh, kw)
+    expected = conv2d_nchw(x, weights, bias, stride, padding)
+    arranged = WEIGHTS_FOR[ALGORITHMS[chosen_algorithm].weights](weights, config.get("κ", 1))
+    if chosen_algorithm in ("derived", "derived-direct"):  # listing 3's layouts, one image (H x W x C) a run
+        got = np.stack([_run_host_script(out_dir, tmp_path, {"inputData": image.transpose(1, 2, 0),
+                                                             "kernelsWeights": arranged, "kernelsBiases": bias},
+                                         tmp_path / f"y{i}.npy")
+                        for i, image in enumerate(x)])
+    else:  # NCHW images; the output is N*K planes
+        got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": arranged, "biases": bias},
+                               tmp_path / "y.npy")
+        assert got.shape == (batch * k, *expected.shape[2:])
+        got = got.reshape(expected.shape)
+    assert_matches(got, expected)
+
+
+def test_conv_command_refuses_a_bad_shape(capsys):
+    from liftpy.cli import main
+
     assert main(["conv", "--input", "8x12", "--kernels", "8x3x3"]) == 1
+    err = capsys.readouterr().err
+    assert "--input" in err and "8x12" in err

@@ -16,6 +16,8 @@ from liftpy.ir import Let, Prim, walk
 from liftpy.nn import conv
 from liftpy.rewrites.copies import copies_a_view, inline_copies, steps
 
+from .reference import conv2d_nchw
+
 
 BASES = ("direct", "direct-chw", "rows")
 
@@ -78,6 +80,12 @@ LAYER = conv.make_layer((3, 5, 6), (4, 3, 2), stride=(1, 2), padding=(1, 0, 2, 1
 CONFIG = {"σ": 2, "κ": 2, "v": 2}  # valid for both pipelines (σ divides the output width 4; rows: v divides σ)
 
 
+def assert_close_float32(out, expected):
+    """float32 sums of a few dozen products against float64: close relative to the largest value."""
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
+
+
 def _layer_inputs(base, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((LAYER.batch, LAYER.channels, LAYER.height, LAYER.width)).astype(np.float32)
@@ -104,16 +112,14 @@ def test_the_rewritten_pipeline_has_one_kernel_fewer(base):
 
 @pytest.mark.parametrize("base", BASES)
 def test_the_rewritten_pipeline_means_the_original(base):
-    from liftpy.nn.reference import conv2d_reference
-
     sizes = {**conv._sizes(LAYER, base), **CONFIG}
     inputs, (x, w, b) = _layer_inputs(base)
     original = liftpy.evaluate(conv.algorithm_program(base), inputs, sizes)
     rewritten = liftpy.evaluate(inline_copies()(conv.algorithm_program(base)).program, inputs, sizes)
     assert rewritten.shape == original.shape
     np.testing.assert_array_equal(rewritten, original)  # the same sums in the same order
-    expected = conv2d_reference(x, w, b, LAYER.stride, LAYER.padding)
-    np.testing.assert_allclose(rewritten.reshape(expected.shape), expected, rtol=1e-4, atol=1e-4)
+    expected = conv2d_nchw(x, w, b, LAYER.stride, LAYER.padding)
+    assert_close_float32(rewritten.reshape(expected.shape), expected)
 
 
 @pytest.mark.parametrize("base", BASES)
@@ -121,8 +127,6 @@ def test_interior_work_items_read_without_conditions(base):
     """The convolution is versioned on each work-item dimension: where no window reaches the padding, the
     reads are plain loads; both versions together compute what the reference does."""
     import re
-
-    from liftpy.nn.reference import conv2d_reference
 
     layer = conv.make_layer((4, 9, 12), (4, 3, 3), stride=1, padding=1, batch=1)
     config = {"σ": 4, "κ": 2, "v": 2}  # three blocks per output row: the middle one is interior
@@ -138,9 +142,8 @@ def test_interior_work_items_read_without_conditions(base):
     x = rng.standard_normal((1, 4, 9, 12)).astype(np.float32)
     w = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
-    result = plan.run(x, w, b, check=True)  # raises if the output differs from the reference
-    np.testing.assert_allclose(result.output, conv2d_reference(x, w, b, layer.stride, layer.padding),
-                               rtol=1e-4, atol=1e-4)
+    result = plan.run(x, w, b, check=False)
+    assert_close_float32(result.output, conv2d_nchw(x, w, b, layer.stride, layer.padding))
 
 
 def test_the_command_line_runs_the_strategy(capsys):
