@@ -2,14 +2,16 @@
 
 * ``naive_opencl``: a naive direct convolution in OpenCL C, one work-item per output element (the baseline
   the paper's x10 claim is measured against), run through PyOpenCL on the same device as liftpy's kernels;
-* ``im2col_gemm``: im2col + GEMM with numpy in float32 (numpy's BLAS);
-* ``torch_conv2d``: PyTorch's CPU conv2d, when torch is installed (optional);
+* ``im2col_layer`` / ``im2col_gemm``: im2col + GEMM with numpy in float32 (numpy's BLAS);
+* ``torch_layer`` / ``torch_conv2d``: PyTorch's CPU conv2d, padding inside the call, when torch is installed
+  (optional);
 * ``clblast_conv``: im2col as a hand-written OpenCL kernel + CLBlast's SGEMM, on the same device as liftpy's
   kernels, when pyclblast and libclblast are installed (optional: ``apt-get install libclblast-dev``,
   ``pip install pyclblast``).
 
-Each returns (output NCHW float32, median milliseconds); the optional ones return (None, None) when their
-library is missing.
+The ``*_layer`` functions prepare a layer once and return ``call(x)``, timed as users pay it (numpy in, numpy
+out); the others return (output NCHW float32, median milliseconds) -- the OpenCL ones from kernel events --
+and the optional ones (None, None) when their library is missing.
 """
 
 from __future__ import annotations
@@ -139,16 +141,17 @@ def clblast_conv(x, w, b, stride, padding, device=None, repeat=3):
     return out.get().reshape(n, k, oh, ow), statistics.median(times[1:])
 
 
-def im2col_gemm(x, w, b, stride, padding, repeat=3):
-    n, c, h, wd = x.shape
-    k, _, kh, kw = w.shape
+def im2col_layer(w, b, stride, padding):
+    """numpy im2col + GEMM (numpy's BLAS) as a prepared layer: ``call(x)`` pads, builds the column matrix and
+    multiplies, numpy in, numpy out."""
+    k, c, kh, kw = w.shape
     top, bottom, left, right = padding
-    oh, ow = (h + top + bottom - kh) // stride[0] + 1, (wd + left + right - kw) // stride[1] + 1
     weights = np.ascontiguousarray(w.reshape(k, -1))
-    columns = np.empty((c, kh, kw, oh, ow), np.float32)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
+
+    def call(x):
+        n, _, h, wd = x.shape
+        oh, ow = (h + top + bottom - kh) // stride[0] + 1, (wd + left + right - kw) // stride[1] + 1
+        columns = np.empty((c, kh, kw, oh, ow), np.float32)
         xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
         out = np.empty((n, k, oh, ow), np.float32)
         for i in range(n):
@@ -157,22 +160,47 @@ def im2col_gemm(x, w, b, stride, padding, repeat=3):
                     columns[:, ky, kx] = xp[i, :, ky: ky + stride[0] * oh: stride[0], kx: kx + stride[1] * ow: stride[1]]
             np.matmul(weights, columns.reshape(c * kh * kw, oh * ow), out=out[i].reshape(k, oh * ow))
             out[i] += b[:, None, None]
+        return out
+
+    return call
+
+
+def torch_layer(w, b, stride, padding):
+    """PyTorch's CPU ``F.conv2d`` as users call it: numpy in (``torch.from_numpy``, no copy), the padding
+    inside the call, numpy out; None when torch is not installed."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    weights, bias = torch.from_numpy(np.ascontiguousarray(w)), torch.from_numpy(np.ascontiguousarray(b))
+    top, bottom, left, right = padding
+
+    def call(x):
+        with torch.no_grad():
+            images = torch.from_numpy(x)
+            if top == bottom and left == right:
+                return F.conv2d(images, weights, bias, stride=stride, padding=(top, left)).numpy()
+            return F.conv2d(F.pad(images, (left, right, top, bottom)), weights, bias, stride=stride).numpy()
+
+    return call
+
+
+def timed(call, x, repeat):
+    """(last output, median milliseconds of ``repeat`` calls after one warm-up call)."""
+    out = call(x)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = call(x)
         times.append((time.perf_counter() - start) * 1000)
     return out, statistics.median(times)
 
 
+def im2col_gemm(x, w, b, stride, padding, repeat=3):
+    return timed(im2col_layer(w, b, stride, padding), x, repeat)
+
+
 def torch_conv2d(x, w, b, stride, padding, repeat=3):
-    try:
-        import torch
-    except ImportError:
-        return None, None
-    top, bottom, left, right = padding
-    xt = torch.from_numpy(np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right))))
-    wt, bt = torch.from_numpy(w), torch.from_numpy(b)
-    times = []
-    with torch.no_grad():
-        for _ in range(repeat + 1):
-            start = time.perf_counter()
-            out = torch.nn.functional.conv2d(xt, wt, bt, stride=stride)
-            times.append((time.perf_counter() - start) * 1000)
-    return out.numpy(), statistics.median(times[1:])
+    call = torch_layer(w, b, stride, padding)
+    return (None, None) if call is None else timed(call, x, repeat)

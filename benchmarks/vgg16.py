@@ -1,21 +1,26 @@
-"""VGG-16 end to end: tune each of the nine unique layers (or reuse the tuning database) and compare the
-best configuration with every baseline measured in the same run, layer by layer and in total.
+"""VGG-16 as users pay for it: the nine unique layers, each called as a prepared layer, numpy in and numpy out,
+against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds in one run.
 
-    python benchmarks/vgg16.py [--trials 30] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7]
+    python benchmarks/vgg16.py [--trials 40] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7] [--out FILE]
 
-Baselines (benchmarks/baselines.py, hand-written and labelled): the naive direct OpenCL convolution on the
-same device, numpy im2col + GEMM, PyTorch's CPU conv2d when torch is installed, and CLBlast's GEMM after a
-hand-written im2col kernel on the same device when pyclblast is installed. They are stored in the database
-too, so `liftpy report --db tuning.sqlite --network vgg16` shows them.
+1. Tuning: each layer is tuned (``liftpy.tune``; resumes what the database holds).
+2. Each layer's best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first
+   call is checked against the float64 reference.
+3. Rounds: layer by layer, ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events
+   summed beside (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way. Each method
+   keeps the median of its rounds' medians (the machine's speed drifts; interleaving spreads the drift).
 
-The CLBlast baseline is optional (the `bench` extra); to get it on Debian:
-
-    apt-get install libclblast-dev
-    pip install pyclblast        # or: pip install -e .[bench]
+PyTorch runs with as many threads as the machine has cores (printed). The naive OpenCL kernel (``--naive``)
+and CLBlast's im2col + GEMM (when pyclblast is installed) are timed by their kernel events only, as
+labelled. Every figure is written to ``--out`` with the machine it was measured on (commit, CPU, OpenCL
+platform and driver, PyTorch's version and threads); figures from two machines are not comparable.
 """
 
 import argparse
+import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,121 +32,201 @@ import numpy as np  # noqa: E402
 
 import liftpy  # noqa: E402
 import liftpy.nn as nn  # noqa: E402
-from benchmarks.baselines import clblast_conv, clblast_conv_bytes, im2col_gemm, naive_opencl, torch_conv2d  # noqa: E402
+from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch_layer  # noqa: E402
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
 
 
-def quiesce(seconds: float = 0.5):
-    """Let the previous measurement's library threads go idle: OpenBLAS and OpenMP threads spin after a call
-    and slow whatever runs next on the two cores by up to 2x."""
+def quiesce(seconds: float = 0.3):
+    """Let the previous measurement's library threads go idle: OpenBLAS, OpenMP and PyTorch threads spin after
+    a call and slow whatever runs next on the cores."""
     time.sleep(seconds)
 
 
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def commit() -> str:
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def machine_record(torch_threads) -> list[str]:
+    """What the figures depend on, one fact a line."""
+    info = device_info(get_device())
+    try:
+        import torch
+
+        torch_text = f"PyTorch {torch.__version__}, {torch_threads} threads"
+    except ImportError:
+        torch_text = "PyTorch not installed"
+    return [
+        f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+        f"commit: {commit()}",
+        f"CPU: {cpu_model()}, {os.cpu_count()} cores",
+        f"OpenCL: {info.platform} {info.driver}; device {info.name} ({info.kind}), {info.compute_units} compute units",
+        torch_text,
+        f"numpy {np.__version__}, Python {platform.python_version()}",
+    ]
+
+
+def layer_data(layer, rng):
+    x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
+    fan_in = layer.channels * layer.kernel_height * layer.kernel_width
+    w = (rng.standard_normal((layer.kernels, layer.channels, layer.kernel_height, layer.kernel_width))
+         / np.sqrt(fan_in)).astype(np.float32)
+    b = rng.standard_normal(layer.kernels).astype(np.float32)
+    return x, w, b
+
+
+def time_liftpy(layer, x, repeat):
+    """Medians of the whole call and of its kernel events over ``repeat`` calls."""
+    calls, kernels = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        layer(x)
+        calls.append((time.perf_counter() - start) * 1000)
+        kernels.append(layer.last_run.kernel_ms)
+    return statistics.median(calls), statistics.median(kernels)
+
+
+def time_call(call, x, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call(x)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=30, help="trials per layer (already measured ones count)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=40, help="trials per layer (already measured ones count)")
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
-    parser.add_argument("--repeat", type=int, default=10, help="timed runs of liftpy's best and of PyTorch (medians)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of measurements (medians over rounds)")
+    parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements (medians over rounds)")
+    parser.add_argument("--naive", action="store_true", help="also time the naive OpenCL kernel (seconds per layer)")
+    parser.add_argument("--out", help="write the table and the machine record to this file")
     args = parser.parse_args()
+    try:
+        import torch
+
+        torch.set_num_threads(os.cpu_count())
+        torch_threads = torch.get_num_threads()
+    except ImportError:
+        torch_threads = None
+    record = machine_record(torch_threads)
+    print("\n".join(record), file=sys.stderr)
     device = device_info(get_device()).name
     names = args.layers.split(",")
-    for name in names:  # 1. tuning (resumes: configurations already in the database are not measured again)
+    for name in names:
         print(f"{name}: tuning ({args.trials} trials)...", file=sys.stderr)
         liftpy.tune(nn.VGG16[name], trials=args.trials, db=args.db, algorithm=args.algorithm)
+
     rng = np.random.default_rng(0)
     layers = []
-    for name in names:  # 2. liftpy's best configuration, and every baseline, measured in this run
-        layer = nn.VGG16[name]
+    for name in names:
+        spec = nn.VGG16[name]
         database = TuningDB(args.db)
-        best = database.best(layer, device)
-        tried = len(database.trials(layer, device))
+        best, tried = database.best(spec, device), len(database.trials(spec, device))
         database.close()
-        x = rng.standard_normal((1, layer.channels, layer.height, layer.width)).astype(np.float32)
-        w = (rng.standard_normal((layer.kernels, layer.channels, 3, 3)) / np.sqrt(9 * layer.channels)).astype(np.float32)
-        b = rng.standard_normal(layer.kernels).astype(np.float32)
-        plan = nn.plan(layer, best.config, algorithm=best.algorithm)
-        plan.run(x, w, b, check=True)  # checked against the reference before it is timed
-        layers.append((name, layer, best, tried, plan, (x, w, b)))
-    # The machine's speed drifts (other tenants, library threads): every method is measured once per round,
-    # layer by layer, and each keeps the median of its rounds' medians.
-    times: dict[tuple[str, str], list[float]] = {}
+        x, w, b = layer_data(spec, rng)
+        layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, algorithm=best.algorithm,
+                          input_shape=x.shape)
+        layer(x)  # the first call is checked against the float64 reference
+        assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
+        methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding),
+                   "numpy im2col": im2col_layer(w, b, spec.stride, spec.padding)}
+        methods = {k: v for k, v in methods.items() if v is not None}
+        for call in methods.values():
+            call(x)  # warm-up (PyTorch picks its algorithm, numpy touches its buffers)
+        layers.append((name, spec, best, tried, layer, methods, (x, w, b)))
+
+    calls: dict[tuple[str, str], list[float]] = {}
     for round_ in range(args.rounds):
-        for name, layer, best, tried, plan, (x, w, b) in layers:
-            measured = {}
+        for name, spec, best, tried, layer, methods, (x, w, b) in layers:
             quiesce()
-            measured["liftpy"] = statistics.median(plan.run(x, w, b, repeat=args.repeat, warmup=2).runs_ms)
-            if round_ == 0:  # seconds per layer; its ratios are large enough for one round
+            whole, kernels = time_liftpy(layer, x, args.repeat)
+            measured = {"liftpy call": whole, "liftpy kernels": kernels}
+            for method, call in methods.items():
                 quiesce()
-                _, measured["naive OpenCL"] = naive_opencl(x, w, b, layer.stride, layer.padding, repeat=1)
-            quiesce()
-            _, measured["numpy im2col"] = im2col_gemm(x, w, b, layer.stride, layer.padding, repeat=5)
-            quiesce()
-            _, measured["PyTorch"] = torch_conv2d(x, w, b, layer.stride, layer.padding, repeat=args.repeat)
-            quiesce()
-            _, measured["CLBlast im2col+GEMM"] = clblast_conv(x, w, b, layer.stride, layer.padding)
+                measured[method] = time_call(call, x, args.repeat if method == "PyTorch" else 3)
+            if round_ == 0:  # kernel events only, labelled so; seconds a layer for the naive kernel
+                if args.naive:
+                    quiesce()
+                    measured["naive OpenCL (kernels)"] = naive_opencl(x, w, b, spec.stride, spec.padding, repeat=1)[1]
+                quiesce()
+                measured["CLBlast im2col+GEMM (kernels)"] = clblast_conv(x, w, b, spec.stride, spec.padding)[1]
             for method, ms in measured.items():
-                if ms is not None:  # None: an optional baseline's library is missing
-                    times.setdefault((name, method), []).append(ms)
+                if ms is not None:
+                    calls.setdefault((name, method), []).append(ms)
             print(f"round {round_ + 1}/{args.rounds} {name}: "
                   + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.items() if v is not None), file=sys.stderr)
-    rows = []
-    for name, layer, best, tried, plan, (x, w, b) in layers:
-        baselines = {method: statistics.median(ts) for (n, method), ts in times.items()
-                     if n == name and method != "liftpy"}
-        database = TuningDB(args.db)
-        for baseline, ms in baselines.items():
-            memory = (clblast_conv_bytes(x.shape, w.shape, layer.stride, layer.padding)
-                      if baseline.startswith("CLBlast") else None)
-            database.record_baseline(layer, device, baseline, ms, memory)
-        database.close()
-        rows.append((name, layer, best, statistics.median(times[name, "liftpy"]), plan.memory_bytes, tried,
-                     baselines))
-    columns = list(rows[0][6])
-    width = {c: max(16, len(c) + 3) for c in columns}  # "CLBlast im2col+GEMM ms" is wider than 16
-    pw = max(8, *(len(r[2].algorithm) for r in rows))  # the pipeline column
-    print(f"{'layer':9} {'trials':>6} {'pipeline':>{pw}} {'liftpy ms':>9} {'GFLOP/s':>8} {'MiB':>6} {'im2col MiB':>10} "
-          f"{'mem ratio':>9} {'work ratio':>10}" + "".join(f" {c + ' ms':>{width[c]}} {'ratio':>6}" for c in columns))
-    totals = {c: 0.0 for c in columns}
-    total = 0.0
-    memory_ratios, workspace_ratios, bounds = [], [], []
-    for name, layer, best, liftpy_ms, memory_bytes, tried, baselines in rows:
-        total += liftpy_ms
-        im2col = im2col_bytes(1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3,
-                              layer.out_height, layer.out_width)
-        # what every convolution holds: its input, weights, biases and output; the rest is workspace
-        # (im2col: the column matrix; liftpy: the padded copy of the input)
-        held = 4 * (layer.channels * layer.height * layer.width + layer.kernels * layer.channels * 9 + layer.kernels
-                    + layer.kernels * layer.out_height * layer.out_width)
-        memory_ratios.append(im2col / memory_bytes)
-        bounds.append(im2col / held)
-        workspace = memory_bytes - held
-        work_ratio = (im2col - held) / workspace if workspace else None  # None: no workspace at all
-        if work_ratio is not None:
-            workspace_ratios.append(work_ratio)
-        work_text = f"{work_ratio:10.2f}" if work_ratio is not None else f"{'none':>10}"
-        line = (f"{name:9} {tried:6} {best.algorithm:>{pw}} {liftpy_ms:9.2f} {layer.flops / liftpy_ms / 1e6:8.1f} "
-                f"{memory_bytes / 2**20:6.1f} {im2col / 2**20:10.1f} {im2col / memory_bytes:9.2f} {work_text}")
-        for c in columns:
-            totals[c] += baselines[c]
-            line += f" {baselines[c]:{width[c]}.2f} {baselines[c] / liftpy_ms:6.2f}"
-        print(line)
-    work_mean = f"{statistics.mean(workspace_ratios):10.2f}" if workspace_ratios else f"{'none':>10}"
-    print(f"{'total':9} {'':6} {'':{pw}} {total:9.2f} {'':8} {'':6} {'':10} {statistics.mean(memory_ratios):9.2f} "
-          f"{work_mean}"
-          + "".join(f" {totals[c]:{width[c]}.2f} {totals[c] / total:6.2f}" for c in columns))
-    print(f"mem ratio of a pipeline holding nothing but its input, weights, biases and output: "
-          f"{statistics.mean(bounds):.2f} on average")
-    print(f"ratio = baseline time / liftpy time (higher: liftpy faster); mem ratio = im2col+GEMM bytes / liftpy bytes; "
-          f"work ratio = the same for the workspace beyond input, weights, biases and output (im2col's column matrix "
-          f"against liftpy's padded input; none: no workspace, left out of the mean); total row: sums of times, "
-          f"means of ratios over layers; medians over "
-          f"{args.rounds} rounds of medians of {args.repeat} runs (numpy: 5, CLBlast: 3, naive OpenCL: 1 run, 1 round); "
-          f"device {device}")
+
+    median = {key: statistics.median(values) for key, values in calls.items()}
+    baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
+                 if any((name, m) in median for name, *_ in layers)]
+    lines = []
+    pw = max(8, *(len(best.algorithm) for _, _, best, *_ in layers))
+    header = (f"{'layer':9} {'trials':>6} {'pipeline':>{pw}} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} "
+              f"{'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}"
+                                                                     for m in baselines))
+    lines.append(header)
+    total_call = total_kernels = 0.0
+    totals = dict.fromkeys(baselines, 0.0)
+    database = TuningDB(args.db)
+    for name, spec, best, tried, layer, methods, _ in layers:
+        call_ms, kernel_ms = median[name, "liftpy call"], median[name, "liftpy kernels"]
+        total_call += call_ms
+        total_kernels += kernel_ms
+        memory = layer.plans[0].memory_bytes
+        im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels, spec.kernel_height,
+                              spec.kernel_width, spec.out_height, spec.out_width)
+        line = (f"{name:9} {tried:6} {best.algorithm:>{pw}} {call_ms:8.2f} {kernel_ms:10.2f} "
+                f"{call_ms / kernel_ms:9.3f} {spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} "
+                f"{im2col / memory:9.2f}")
+        for m in baselines:
+            ms = median.get((name, m))
+            if ms is None:
+                line += f" {'-':>{len(m) + 4}} {'-':>6}"
+                continue
+            totals[m] += ms
+            line += f" {ms:{len(m) + 4}.2f} {ms / call_ms:6.2f}"
+            database.record_baseline(spec, device, m, ms, None)
+        lines.append(line)
+    database.close()
+    lines.append(f"{'total':9} {'':6} {'':{pw}} {total_call:8.2f} {total_kernels:10.2f} "
+                 f"{total_call / total_kernels:9.3f} {'':8} {'':6} {'':9}"
+                 + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / total_call:6.2f}" for m in baselines))
+    lines += [
+        "",
+        "call ms: liftpy's whole call, layer(x) on a prepared nn.Conv2d, numpy in and numpy out; kernels ms: the sum of",
+        "its kernels' profiling events in the same calls; call/kern: their ratio; GFLOP/s from the whole call;",
+        "ratio = baseline's time / liftpy's whole call (higher: liftpy faster). PyTorch and numpy are whole calls",
+        "(numpy in, numpy out, padding inside); '(kernels)' baselines are kernel events only. mem ratio = im2col+GEMM",
+        f"bytes / liftpy's bytes. Medians over {args.rounds} rounds of medians of {args.repeat} calls (numpy: 3;",
+        "kernel-event baselines: first round only). Total row: sums.",
+        "",
+        *record,
+        f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
 
 
 if __name__ == "__main__":

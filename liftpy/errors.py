@@ -114,3 +114,13 @@ class DeviceError(LiftError):
 
 class InputError(LiftError):
     """Inputs given to a program (files, arrays, command-line values) do not fit what the program expects."""
+
+
+class InternalError(Exception):
+    """A bug in liftpy itself, met while it worked for a user: not their mistake, so not a :class:`LiftError`.
+    The traceback is saved to ``path`` so that it can be reported; the message says where."""
+
+    def __init__(self, message: str, path=None):
+        super().__init__(message)
+        self.message = message
+        self.path = path

@@ -185,8 +185,169 @@ class RunResult:
     runs_ms: tuple[float, ...]  # every repeat's total
 
 
+def shares_host_memory(device) -> bool:
+    """Whether the device computes in the host's memory (a CPU): then buffers are made over the caller's numpy
+    arrays (``USE_HOST_PTR``) and read back by mapping, instead of copied in and out. On PoCL this saves two
+    copies a call -- 2.2 ms of vgg16.2's 9 ms (benchmarks/results/zero-copy.txt)."""
+    return bool(device.type & _cl().device_type.CPU)
+
+
+#: the alignment PoCL asks of a host pointer it may use as device memory without copying it (its largest
+#: vector type); other devices ignore it
+HOST_ALIGNMENT = 128
+
+
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised array whose data starts on a :data:`HOST_ALIGNMENT` boundary."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + HOST_ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % HOST_ALIGNMENT
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def _poison(dtype: str):
+    """The fill of a buffer before a checked run: NaN for floats, so an element no kernel writes cannot pass
+    the check on what an earlier run left in the same memory; the same bits for integers."""
+    return np.float32(np.nan) if dtype.startswith("float") else np.int32(0x7FC00000)
+
+
+class PreparedProgram:
+    """An executable with its device state kept between calls: kernels created once, the constant inputs (a
+    layer's weights) uploaded once, intermediate buffers allocated once. ``run`` takes the other inputs and
+    returns a fresh output array; on a device that shares host memory no input or output is copied."""
+
+    def __init__(self, executable: "Executable", constants: Mapping[str, object] | None = None):
+        cl = _cl()
+        self.executable = executable
+        generated = executable.generated
+        self.context, self.queue = context_and_queue(executable.device)
+        program = executable.build()
+        self.zero_copy = shares_host_memory(executable.device)
+        self.kernels = [(plan, cl.Kernel(program, plan.name)) for plan in generated.kernels]
+        self.inputs = {b.name: b for b in generated.buffers if b.role == "input"}
+        self.scalars = dict(generated.scalar_params)
+        constants = dict(constants or {})
+        _check_names(generated, constants, complete=False)
+        self.constant_names = frozenset(constants)
+        mf = cl.mem_flags
+        self.buffers: dict[str, object] = {}  # device buffers kept between calls
+        self.scalar_values: dict[str, object] = {}
+        for name, value in constants.items():
+            if name in self.scalars:
+                self.scalar_values[name] = _scalar(self.scalars[name], value)
+            else:  # copied once: the caller may change its array afterwards
+                host = _host_array(self.inputs[name], value)
+                self.buffers[name] = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
+        for b in generated.buffers:
+            if b.role == "temp" or (b.role == "output" and not self.zero_copy):
+                self.buffers[b.name] = cl.Buffer(self.context, mf.READ_WRITE, max(b.bytes, 4))
+            elif b.role == "input" and b.name not in constants and not self.zero_copy:
+                self.buffers[b.name] = cl.Buffer(self.context, mf.READ_ONLY, max(b.bytes, 4))
+
+    def run(self, inputs: Mapping[str, object] | None = None, repeat: int = 1, warmup: int = 0,
+            poison: bool = False) -> RunResult:
+        """Run every kernel in order on ``inputs`` (the non-constant ones); ``kernel_ms`` is the median over
+        ``repeat`` runs after ``warmup``. With ``poison``, the output and intermediate buffers are filled with
+        NaN first, so that what the check sees was written by this run."""
+        cl = _cl()
+        if repeat < 1 or warmup < 0:
+            raise InputError(f"repeat must be at least 1 and warmup at least 0, got {repeat} and {warmup}")
+        g = self.executable.generated
+        inputs = dict(inputs or {})
+        _check_names(g, inputs, complete=False)
+        missing = sorted((set(self.inputs) | set(self.scalars)) - self.constant_names - set(inputs))
+        if missing:
+            raise InputError(f"no input given for {', '.join(missing)}")
+        twice = sorted(self.constant_names & set(inputs))
+        if twice:
+            raise InputError(f"{', '.join(twice)} was given when the program was prepared; it cannot change")
+        mf = cl.mem_flags
+        buffers = dict(self.buffers)
+        scalar_values = dict(self.scalar_values)
+        keep_alive = []  # host arrays a pending command reads
+        for name, value in inputs.items():
+            if name in self.scalars:
+                scalar_values[name] = _scalar(self.scalars[name], value)
+                continue
+            host = _host_array(self.inputs[name], value)
+            keep_alive.append(host)
+            if self.zero_copy:
+                buffers[name] = cl.Buffer(self.context, mf.READ_ONLY | mf.USE_HOST_PTR, hostbuf=host)
+            else:
+                cl.enqueue_copy(self.queue, buffers[name], host, is_blocking=False)
+        out_plan = g.buffer(g.output)
+        output = aligned_empty(out_plan.shape, out_plan.dtype)
+        if self.zero_copy:
+            buffers[g.output] = cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=output)
+        if poison:
+            for b in g.buffers:
+                if b.role != "input":
+                    cl.enqueue_fill_buffer(self.queue, buffers[b.name], _poison(b.dtype), 0, max(b.bytes, 4))
+        totals: list[float] = []
+        per_kernel: dict[str, list[float]] = {plan.name: [] for plan, _ in self.kernels}
+        for iteration in range(warmup + repeat):
+            events = []
+            for plan, kernel in self.kernels:
+                args = [buffers[a] if a in buffers else scalar_values[a] for a in plan.args]
+                try:
+                    events.append(kernel(self.queue, plan.launch.global_size, plan.launch.local_size, *args))
+                except cl.Error as e:
+                    raise DeviceError(
+                        f"launching {plan.name} with global size {plan.launch.global_size} and local size "
+                        f"{plan.launch.local_size} failed: {e}"
+                    ) from None
+            try:
+                cl.wait_for_events(events)
+            except cl.Error as e:
+                raise DeviceError(f"running {g.function} failed: {e}") from None
+            if iteration >= warmup:
+                times = [(e.profile.end - e.profile.start) * 1e-6 for e in events]
+                totals.append(sum(times))
+                for (plan, _), t in zip(self.kernels, times):
+                    per_kernel[plan.name].append(t)
+        if self.zero_copy:  # mapping makes the device's writes visible in ``output``: no copy on a CPU
+            mapped, _ = cl.enqueue_map_buffer(self.queue, buffers[g.output], cl.map_flags.READ, 0, out_plan.shape,
+                                              out_plan.dtype, is_blocking=True)
+            mapped.base.release()
+        else:
+            cl.enqueue_copy(self.queue, output, buffers[g.output])
+        self.queue.finish()
+        del keep_alive
+        return RunResult(
+            output,
+            statistics.median(totals),
+            {k: statistics.median(v) for k, v in per_kernel.items()},
+            tuple(totals),
+        )
+
+
+def _check_names(g: GeneratedProgram, given: Mapping[str, object], complete: bool) -> None:
+    expected = {b.name for b in g.buffers if b.role == "input"} | {name for name, _ in g.scalar_params}
+    unknown = sorted(set(given) - expected)
+    if unknown:
+        raise InputError(f"{g.function} has no input {', '.join(unknown)} (inputs: {', '.join(sorted(expected))})")
+    if complete:
+        missing = sorted(expected - set(given))
+        if missing:
+            raise InputError(f"no input given for {', '.join(missing)}")
+
+
+def _host_array(plan, value) -> np.ndarray:
+    """An input as the kernels read it: C-contiguous, of the buffer's dtype and shape (no copy if it is)."""
+    x = np.asarray(value)
+    if tuple(x.shape) != plan.shape:
+        raise InputError(f"input {plan.name} has shape {tuple(x.shape)}, the program was compiled for {plan.shape}")
+    return np.ascontiguousarray(x, dtype=plan.dtype)
+
+
+def _scalar(ctype: str, value):
+    return (np.float32 if ctype == "float" else np.int32)(value)
+
+
 class Executable:
-    """A generated program bound to a device: ``sources``, ``launch``, ``buffers``, and ``run``."""
+    """A generated program bound to a device: ``sources``, ``launch``, ``buffers``, ``run``, and ``prepare`` for
+    repeated calls that keep their device buffers."""
 
     def __init__(self, generated: GeneratedProgram, device=None):
         self.generated = generated
@@ -218,72 +379,14 @@ class Executable:
             self._program = build(self.generated.combined_source, self.device, self.generated.function)
         return self._program
 
-    def run(self, inputs: Mapping[str, object], repeat: int = 1, warmup: int = 0) -> RunResult:
+    def prepare(self, constants: Mapping[str, object] | None = None) -> PreparedProgram:
+        """The program ready for repeated calls, ``constants`` (inputs that stay fixed) uploaded once."""
+        return PreparedProgram(self, constants)
+
+    def run(self, inputs: Mapping[str, object], repeat: int = 1, warmup: int = 0, poison: bool = False) -> RunResult:
         """Run every kernel in order on the inputs; ``kernel_ms`` is the median over ``repeat`` runs."""
-        cl = _cl()
-        program = self.build()
-        ctx, queue = context_and_queue(self.device)
-        g = self.generated
-        host: dict[str, np.ndarray] = {}
-        scalars = {name: ctype for name, ctype in g.scalar_params}
-        expected = {b.name for b in g.buffers if b.role == "input"} | set(scalars)
-        unknown = sorted(set(inputs) - expected)
-        if unknown:
-            raise InputError(f"{g.function} has no input {', '.join(unknown)} (inputs: {', '.join(sorted(expected))})")
-        for b in g.buffers:
-            if b.role != "input":
-                continue
-            if b.name not in inputs:
-                raise InputError(f"no input given for {b.name}")
-            x = np.asarray(inputs[b.name])
-            if tuple(x.shape) != b.shape:
-                raise InputError(f"input {b.name} has shape {tuple(x.shape)}, the program was compiled for {b.shape}")
-            host[b.name] = np.ascontiguousarray(x, dtype=b.dtype)
-        mf = cl.mem_flags
-        device_buffers = {}
-        for b in g.buffers:
-            if b.role == "input":
-                device_buffers[b.name] = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host[b.name])
-            else:
-                device_buffers[b.name] = cl.Buffer(ctx, mf.READ_WRITE, max(b.bytes, 4))
-        scalar_values = {}
-        for name, ctype in g.scalar_params:
-            if name not in inputs:
-                raise InputError(f"no value given for the scalar {name}")
-            scalar_values[name] = (np.float32 if ctype == "float" else np.int32)(inputs[name])
-        kernels = [(k, cl.Kernel(program, k.name)) for k in g.kernels]
-        totals: list[float] = []
-        per_kernel: dict[str, list[float]] = {k.name: [] for k in g.kernels}
-        for iteration in range(warmup + repeat):
-            events = []
-            for plan, kernel in kernels:
-                args = [device_buffers[a] if a in device_buffers else scalar_values[a] for a in plan.args]
-                try:
-                    events.append(kernel(queue, plan.launch.global_size, plan.launch.local_size, *args))
-                except cl.Error as e:
-                    raise DeviceError(
-                        f"launching {plan.name} with global size {plan.launch.global_size} and local size "
-                        f"{plan.launch.local_size} failed: {e}"
-                    ) from None
-            try:
-                cl.wait_for_events(events)
-            except cl.Error as e:
-                raise DeviceError(f"running {g.function} failed: {e}") from None
-            if iteration >= warmup:
-                times = [(e.profile.end - e.profile.start) * 1e-6 for e in events]
-                totals.append(sum(times))
-                for plan, t in zip(g.kernels, times):
-                    per_kernel[plan.name].append(t)
-        out_plan = g.buffer(g.output)
-        output = np.empty(out_plan.shape, dtype=out_plan.dtype)
-        cl.enqueue_copy(queue, output, device_buffers[g.output])
-        queue.finish()
-        return RunResult(
-            output,
-            statistics.median(totals),
-            {k: statistics.median(v) for k, v in per_kernel.items()},
-            tuple(totals),
-        )
+        _check_names(self.generated, inputs, complete=True)
+        return self.prepare().run(inputs, repeat=repeat, warmup=warmup, poison=poison)
 
 
 def compile(program, sizes: Mapping[str, object] | None = None, device=None, function: str | None = None) -> Executable:

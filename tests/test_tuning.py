@@ -36,7 +36,7 @@ def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
     first = liftpy.tune(SMALL, trials=6, db=db, seed=1, repeat=2, progress=False)
     assert len(first) == 6
     for t in first:
-        assert t.status == "ok" and t.time_ms > 0 and t.max_error < 1e-3 and t.memory_bytes > 0
+        assert t.status == "ok" and t.time_ms > 0 and t.max_error <= 1 and t.memory_bytes > 0
     assert all(json.loads(r[6]) for r in rows(db))  # kernel source hashes stored
     again = liftpy.tune(SMALL, trials=9, db=db, seed=1, repeat=2, progress=False)
     trials = [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in again]
@@ -44,26 +44,103 @@ def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
     assert trials[:6] == [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in first]
 
 
-def test_wrong_results_are_caught_and_never_chosen(tmp_path):
+@pytest.mark.parametrize("fault", ["leave_first_row_unwritten", "drop_last_window_term", "write_a_row_twice"])
+def test_planted_faults_are_recorded_as_wrong_and_never_chosen(tmp_path, fault):
+    """Kernels that skip outputs, miss a term of every window, or write one row twice (tests/faults.py: the
+    configurations with an even σ) are caught by the check -- on fresh inputs, in buffers filled with NaN,
+    at the float32 tolerance of the reduction's length -- and never chosen."""
     db = tmp_path / "t.sqlite"
-    space = nn.conv_space(nn.make_layer(**SMALL))
-    trials = liftpy.tune(SMALL, trials=25, db=db, seed=3, repeat=1, progress=False,
-                         fault="tests.faults:corrupt_narrow_vectors")
-    wrong = [t for t in trials if t.status == "wrong"]
-    assert wrong, "the sample should contain configurations with v == 2"
-    assert all(t.config["v"] == 2 and "differs from the reference" in t.cause for t in wrong)
-    assert all(t.status == "ok" for t in trials if t.config["v"] != 2)
-    database = TuningDB(db)
-    best = database.best(nn.make_layer(**SMALL))
-    assert best.config["v"] != 2 and best.status == "ok"
-    assert space.check(best.config)
+    trials = liftpy.tune(SMALL, trials=8, db=db, seed=3, repeat=1, progress=False, algorithm="direct",
+                         fault=f"tests.faults:{fault}", confirm=2)
+    faulty = [t for t in trials if t.config["σ"] % 2 == 0]
+    sound = [t for t in trials if t.config["σ"] % 2 == 1]
+    assert faulty and sound, "the sample should hold both even and odd σ"
+    assert all(t.status == "wrong" and "differs from the reference" in t.cause for t in faulty)
+    assert all(t.status == "ok" and t.max_error <= 1 for t in sound)
+    best = TuningDB(db).best(nn.make_layer(**SMALL))
+    assert best.config["σ"] % 2 == 1 and best.status == "ok"
+
+
+def test_the_check_tolerance_grows_with_the_reduction_length():
+    """The tolerance is γ_(n+1)·(‖w‖·‖window‖ + |b|) (liftpy.nn.reference.conv2d_tolerance), computed here
+    independently for one output element of a 5-channel 3x3 layer."""
+    from liftpy.nn.reference import conv2d_tolerance
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 5, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((2, 5, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(2).astype(np.float32)
+    tolerance = conv2d_tolerance(x, w, b, (1, 1), (0, 0, 0, 0))
+    n = 5 * 3 * 3 + 1
+    u = 2.0 ** -24
+    window = x[0, :, 1:4, 0:3].astype(np.float64)
+    expected = n * u / (1 - n * u) * (np.linalg.norm(w[1].astype(np.float64)) * np.linalg.norm(window) + abs(b[1]))
+    assert tolerance[0, 1, 1, 0] == pytest.approx(expected + 45 * 2.0 ** -126, rel=1e-12)
+
+
+def test_every_trial_is_checked_on_inputs_of_its_own(tmp_path):
+    from liftpy.tuning.measure import trial_inputs
+
+    db = tmp_path / "t.sqlite"
+    trials = liftpy.tune(SMALL, trials=4, db=db, seed=0, repeat=1, progress=False, confirm=0)
+    seeds = [t.check_seed for t in trials]
+    assert None not in seeds and len(set(seeds)) == len(seeds)
+    first = [a for a in trial_inputs(nn.make_layer(**SMALL), seeds[0])]
+    again = [a for a in trial_inputs(nn.make_layer(**SMALL), seeds[0])]
+    other = [a for a in trial_inputs(nn.make_layer(**SMALL), seeds[1])]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))  # recorded: the check can be repeated
+    assert not np.array_equal(first[0], other[0])
+
+
+def test_a_checked_run_sees_only_what_it_wrote():
+    """Before a checked run the output buffer is filled with NaN: a kernel that skips outputs shows NaN
+    there, whatever an earlier run left in the same memory."""
+    from liftpy.runtime import Executable
+
+    from .faults import leave_first_row_unwritten
+
+    layer = nn.make_layer(**SMALL)
+    plan = nn.plan(layer, {"σ": 4, "κ": 8, "v": 8}, algorithm="direct")
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    faulty = Executable(leave_first_row_unwritten(plan.config, plan.executable.generated), plan.executable.device)
+    program = faulty.prepare(plan.constants(w, None))
+    output = program.run({"input": x}, poison=True).output.reshape(1, 8, 12, 12)
+    assert np.isnan(output[:, :, 0, :]).all() and not np.isnan(output[:, :, 1:, :]).any()
 
 
 def test_hung_trials_are_recorded_and_the_search_goes_on(tmp_path):
+    """A kernel that never ends is killed after the time limit, counted from when the (started, ready)
+    worker receives the job; the next trial runs in a fresh worker."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=2, db=db, seed=0, repeat=1, progress=False, timeout=0.05)
-    assert [t.status for t in trials] == ["timeout", "timeout"]
-    assert all("no result after" in t.cause for t in trials)
+    trials = liftpy.tune(SMALL, trials=4, db=db, seed=3, repeat=1, progress=False, algorithm="direct",
+                         timeout=5, fault="tests.faults:hang", confirm=0)
+    hung = [t for t in trials if t.config["σ"] % 2 == 0]
+    assert hung and all(t.status == "timeout" and "no result after 5 s" in t.cause for t in hung)
+    assert all(t.status == "ok" for t in trials if t.config["σ"] % 2 == 1)
+
+
+def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, capsys, monkeypatch):
+    """A Python exception inside liftpy while preparing a trial (here: a fault hook that does not exist) is no
+    device fault: nothing is recorded for it, its traceback goes to a file, and the run stops, non-zero."""
+    from liftpy.errors import InternalError
+    from liftpy.tuning import measure
+
+    db = tmp_path / "t.sqlite"
+    with pytest.raises(InternalError) as caught:
+        liftpy.tune(SMALL, trials=3, db=db, seed=0, repeat=1, progress=False, fault="tests.faults:no_such_fault")
+    assert "a bug in liftpy" in caught.value.message and str(caught.value.path) in caught.value.message
+    report = caught.value.path.read_text()
+    assert "Traceback" in report and "no_such_fault" in report
+    assert rows(db) == []  # a bug is not a trial's result
+
+    # from the command line: one line naming the saved traceback, a non-zero exit (the worker is spawned,
+    # so the bug is planted in this process's measurer)
+    monkeypatch.setattr(measure.Measurer, "measure",
+                        lambda self, job: {"status": "bug", "cause": "Traceback (most recent call last):\nKeyError: 'σ'"})
+    assert main(["tune", *SMALL_ARGS, "--trials", "3", "--db", str(tmp_path / "u.sqlite"), "--repeat", "1"]) not in (0, None)
+    err = capsys.readouterr().err
+    assert "error: a bug in liftpy" in err and "KeyError" in err and "Traceback" not in err
 
 
 def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
@@ -161,7 +238,7 @@ def test_far_slower_configurations_are_timed_once(tmp_path):
     trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0)
     once = [t for t in trials if "timed once" in t.cause]
     assert once, "with a cutoff of 1x the best, slower configurations are timed once"
-    assert all(t.status == "ok" and t.max_error < 1e-3 for t in once)  # still checked against the reference
+    assert all(t.status == "ok" and t.max_error <= 1 for t in once)  # still checked against the reference
     with sqlite3.connect(db) as conn:
         runs = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
     assert all(len(runs[t.algorithm, json.dumps(t.config, ensure_ascii=False)]) == 1 for t in once)

@@ -15,6 +15,7 @@ constraints named. A plan's first run is checked against a float64 numpy referen
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -25,11 +26,7 @@ import numpy as np
 from ..errors import ConstraintError, InputError, LiftError
 from ..params import ParameterSpace, parameters
 from .layers import ConvLayer, layer as named_layer
-from .reference import conv2d_reference, im2col_bytes
-
-#: relative tolerance of the check against the float64 reference: float32 sums of up to thousands of terms
-TOLERANCE = 1e-3
-
+from .reference import conv2d_error, im2col_bytes
 
 #: how each pipeline wants the OIHW weights (numpy on the host, once per layer), with the text export notes give
 WEIGHT_LAYOUTS = {
@@ -284,7 +281,7 @@ class ConvResult:
     output: np.ndarray
     kernel_ms: float
     stage_ms: dict[str, float]
-    max_error: float | None  # against the reference, when checked
+    max_error: float | None  # against the reference, in units of the tolerance (conv2d_error), when checked
     runs_ms: tuple[float, ...] = ()  # every timed run's total
 
     def gflops(self, layer: ConvLayer) -> float:
@@ -316,39 +313,69 @@ class ConvPlan:
     def sources(self) -> dict[str, str]:
         return self.executable.sources
 
-    def prepare(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> dict[str, np.ndarray]:
-        """The pipeline's inputs: the images as they are, the weights rearranged for it (once per layer)."""
-        L = self.layer
-        bias = np.zeros(L.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
+    def constants(self, w: np.ndarray, b: np.ndarray | None) -> dict[str, np.ndarray]:
+        """The pipeline's fixed inputs: the weights rearranged for it and the biases (zeros when there are none)."""
+        bias = np.zeros(self.layer.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
         weights = arrange_weights(ALGORITHMS[self.algorithm].weights, w, self.config)
-        if self.algorithm in DERIVED:  # listing 3's layouts: images H x W x C, weights K x kh x kw x C
+        if self.algorithm in DERIVED:  # listing 3's names
+            return {"kernelsWeights": weights, "kernelsBiases": bias}
+        return {"weights": weights, "biases": bias}
+
+    def prepare(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> dict[str, np.ndarray]:
+        """Every input of the pipeline, as its kernels read them (for exported kernels and host scripts)."""
+        if self.algorithm in DERIVED:  # listing 3's layout: images H x W x C
             images = np.ascontiguousarray(np.asarray(x, dtype=np.float32).transpose(0, 2, 3, 1))
-            return {"inputData": images, "kernelsWeights": weights, "kernelsBiases": bias}
-        return {"input": np.ascontiguousarray(x, dtype=np.float32), "weights": weights, "biases": bias}
+            return {"inputData": images, **self.constants(w, b)}
+        return {"input": np.ascontiguousarray(x, dtype=np.float32), **self.constants(w, b)}
+
+    def bind(self, w: np.ndarray, b: np.ndarray | None) -> "BoundConv":
+        """The plan with its weights rearranged and uploaded once, ready for repeated calls on images."""
+        return BoundConv(self, self.executable.prepare(self.constants(w, b)))
 
     def run(self, x, w, b=None, repeat: int = 1, warmup: int = 0, check: bool | None = None) -> ConvResult:
-        """Run the pipeline; checked against the float64 reference on the first run (or when ``check``)."""
-        inputs = self.prepare(x, w, b)
-        L = self.layer
-        if self.algorithm in DERIVED:  # listing 3 is for one image: the pipeline runs once per image
-            runs = [self.executable.run(dict(inputs, inputData=image), repeat=repeat, warmup=warmup)
-                    for image in inputs["inputData"]]
+        """Run the pipeline once on fresh device buffers. The first run of a plan (or any, with ``check``) is
+        checked: its output and intermediate buffers filled with NaN first, its result compared with the
+        float64 reference at the tolerance of :func:`conv2d_tolerance`; a wrong result raises."""
+        return self.bind(w, b).run(x, repeat=repeat, warmup=warmup, check=check, weights=(w, b))
+
+
+@dataclass
+class BoundConv:
+    """A plan with its constant inputs on the device: ``run(x)`` uploads (or, on a CPU, maps) the images only."""
+
+    plan: ConvPlan
+    program: object  # runtime.PreparedProgram
+    checked: bool = False  # a run of this binding (its weights, its buffers) passed the check
+
+    def run(self, x: np.ndarray, repeat: int = 1, warmup: int = 0, check: bool | None = None,
+            weights: tuple | None = None, poison: bool | None = None) -> ConvResult:
+        """Run on NCHW images. ``check`` (default: the plan's first run) needs ``weights`` = (w, b) as given;
+        a checked run fills the output and intermediate buffers with NaN first (``poison``, default: when
+        checked), so that every element it sees was written by this run."""
+        plan, L = self.plan, self.plan.layer
+        checking = check or (check is None and not plan.checked)
+        if checking and weights is None:
+            raise LiftError("checking a run needs the layer's weights")
+        poison = checking if poison is None else poison
+        x = np.asarray(x, dtype=np.float32)
+        if plan.algorithm in DERIVED:  # listing 3 is for one image: the pipeline runs once per image
+            runs = [self.program.run({"inputData": image.transpose(1, 2, 0)}, repeat=repeat, warmup=warmup,
+                                     poison=poison) for image in x]
             result = _summed(runs)
         else:
-            result = self.executable.run(inputs, repeat=repeat, warmup=warmup)
+            result = self.program.run({"input": x}, repeat=repeat, warmup=warmup, poison=poison)
         output = result.output.reshape(L.batch, L.kernels, L.out_height, L.out_width)
         error = None
-        if check or (check is None and not self.checked):
-            reference = conv2d_reference(np.asarray(x), np.asarray(w), b, L.stride, L.padding)
-            scale = max(1.0, float(np.abs(reference).max()))
-            error = float(np.abs(output - reference).max()) / scale
-            if not error <= TOLERANCE:
+        if checking:
+            w, b = weights
+            error = conv2d_error(output, x, np.asarray(w), b, L.stride, L.padding)
+            if not error <= 1:
                 raise LiftError(
-                    f"the generated {self.algorithm} pipeline for {L.describe()} with {self.config} differs from "
-                    f"the reference: max relative error {error:.3g} > {TOLERANCE}"
+                    f"the generated {plan.algorithm} pipeline for {L.describe()} with {plan.config} differs from "
+                    f"the reference: its largest error is {error:.3g} times the float32 tolerance"
                 )
-            self.checked = True
-        produces = {k.name: k.produces for k in self.executable.generated.kernels}  # kernel -> what it computes
+            plan.checked = self.checked = True
+        produces = {k.name: k.produces for k in plan.executable.generated.kernels}  # kernel -> what it computes
         stages = {produces[name]: ms for name, ms in result.per_kernel_ms.items()}
         return ConvResult(output, result.kernel_ms, stages, error, result.runs_ms)
 
@@ -390,6 +417,7 @@ def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None,
     from ..runtime import compile as compile_program, get_device
 
     dev = get_device(device)
+    config = _check_config(config)
     if config is None and space is None:
         known = best_known(layer, dev, algorithm, db)
         if known is not None:
@@ -398,7 +426,6 @@ def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None,
     space = space or conv_space(layer, device=dev, algorithm=algorithm)
     if config is None:
         config = default_config(space, algorithm)
-    config = {k: int(v) for k, v in config.items()}
     verdict = space.check(config)
     if not verdict:
         raise ConstraintError(f"configuration {config} is not valid for {layer.describe()}",
@@ -429,32 +456,116 @@ def export_notes(plan: ConvPlan, trial=None) -> str:
             f"run: python host.py --input input=x.npy --input weights=w.npy --input biases=b.npy --output y.npy\n")
 
 
-def _check_arrays(x, w, b):
-    arrays = []
-    for name, value, dims in (("x", x, 4), ("w", w, 4)):
-        if not isinstance(value, np.ndarray):
-            try:
-                value = np.asarray(value)
-            except Exception:
-                raise InputError(f"{name} must be a numpy array") from None
-        if value.ndim != dims:
-            raise InputError(f"{name} must have {dims} dimensions ({'NCHW' if name == 'x' else 'OIHW'}), "
-                             f"got shape {value.shape}")
-        if value.dtype != np.float32:
-            raise InputError(f"{name} has dtype {value.dtype}; liftpy computes in float32: pass "
-                             f"{name}.astype(np.float32)")
-        arrays.append(value)
-    x, w = arrays
+def _as_float32_array(name: str, value, dims: int, layout: str) -> np.ndarray:
+    try:
+        value = np.asarray(value)
+    except Exception:
+        raise InputError(f"{name} must be a numpy array") from None
+    if value.ndim != dims:
+        raise InputError(f"{name} must have {dims} dimensions ({layout}), got shape {value.shape}")
+    if value.dtype != np.float32:
+        raise InputError(f"{name} has dtype {value.dtype}; liftpy computes in float32: pass {name}.astype(np.float32)")
+    return value
+
+
+def _check_weights(w, b):
+    w = _as_float32_array("w", w, 4, "OIHW")
     if b is not None:
-        b = np.asarray(b)
+        b = _as_float32_array("b", b, 1, "one bias per kernel")
         if b.shape != (w.shape[0],):
             raise InputError(f"b must have shape ({w.shape[0]},) (one bias per kernel), got {b.shape}")
-        if b.dtype != np.float32:
-            raise InputError(f"b has dtype {b.dtype}; liftpy computes in float32: pass b.astype(np.float32)")
+    return w, b
+
+
+def _check_input(x, w):
+    x = _as_float32_array("x", x, 4, "NCHW")
     if w.shape[1] != x.shape[1]:
         raise InputError(f"the weights expect {w.shape[1]} input channels, the input has {x.shape[1]} "
                          f"(x is {x.shape} NCHW, w is {w.shape} OIHW)")
-    return x, w, b
+    return x
+
+
+@dataclass(frozen=True)
+class LayerCall:
+    """What one call of a prepared layer cost: the whole call as its caller paid it (numpy in, numpy out) and,
+    beside it, the kernels' profiling events."""
+
+    call_ms: float
+    kernel_ms: float
+    stage_ms: dict[str, float]
+    algorithm: str
+    config: dict[str, int]
+    max_error: float | None  # in units of the tolerance, on the checked first call
+
+
+class Conv2d:
+    """A convolution layer prepared once and called many times, as a network uses one (PyTorch's conventions):
+    ``layer = Conv2d(w, b, stride=1, padding=1)``, then ``y = layer(x)`` for NCHW float32 ``x``.
+
+    For each input shape it meets (or ``input_shape`` given here, to do it now) it compiles the pipeline once,
+    rearranges the weights for it and uploads them once, and keeps its device buffers; a call only passes the
+    images in and the output out -- without copying either on a device that shares the host's memory. The
+    first call of each shape (its output buffers filled with NaN) is checked against the float64 reference. ``last_run`` tells what the last call
+    cost. Without ``config``: the tuning database's best configuration for the layer (``db``), else the
+    default rule (see :func:`plan`)."""
+
+    def __init__(self, weights, bias=None, stride=1, padding=0, *, config: Mapping[str, int] | None = None,
+                 device=None, algorithm: str | None = None, db=None, input_shape=None):
+        w, b = _check_weights(weights, bias)
+        self.weight = np.array(w, dtype=np.float32)  # the layer's own copy: the caller may reuse its arrays
+        self.bias = None if b is None else np.array(b, dtype=np.float32)
+        self.stride = _pair(stride, "stride")
+        self.padding = normalize_padding(padding)
+        self.config = _check_config(config)
+        self.device, self.algorithm, self.db = device, algorithm, db
+        self.last_run: LayerCall | None = None
+        self._bound: dict[tuple[int, ...], BoundConv] = {}
+        if input_shape is not None:
+            shape = tuple(input_shape)
+            self._bind(shape if len(shape) == 4 else (1, *shape))
+
+    def _bind(self, shape: tuple[int, ...]) -> BoundConv:
+        kernels, _, kh, kw = self.weight.shape
+        layer = make_layer(shape[1:], (kernels, kh, kw), self.stride, self.padding, batch=shape[0])
+        bound = plan(layer, self.config, self.device, self.algorithm, db=self.db).bind(self.weight, self.bias)
+        self._bound[shape] = bound
+        return bound
+
+    @property
+    def plans(self) -> list[ConvPlan]:
+        """The compiled plan of every input shape met so far."""
+        return [bound.plan for bound in self._bound.values()]
+
+    def __call__(self, x) -> np.ndarray:
+        start = time.perf_counter()
+        x = _check_input(x, self.weight)
+        bound = self._bound.get(x.shape) or self._bind(x.shape)
+        result = bound.run(x, check=not bound.checked, weights=(self.weight, self.bias))
+        self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result.kernel_ms, result.stage_ms,
+                                  bound.plan.algorithm, dict(bound.plan.config), result.max_error)
+        return result.output
+
+    def __repr__(self) -> str:
+        kernels, channels, kh, kw = self.weight.shape
+        return (f"Conv2d({channels}, {kernels}, kernel_size=({kh}, {kw}), stride={self.stride}, "
+                f"padding={self.padding}, bias={self.bias is not None})")
+
+
+def _check_config(config) -> dict[str, int] | None:
+    """A configuration as the user gave it: a mapping from parameter names to integers."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise InputError(f"config must be a mapping from parameter names to integers, such as {{'σ': 4, 'κ': 8, "
+                         f"'v': 8}}, got {config!r}")
+    checked = {}
+    for name, value in config.items():
+        if not isinstance(name, str):
+            raise InputError(f"config: parameter names are strings, got {name!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise InputError(f"config: {name} must be an integer, got {value!r}")
+        checked[name] = int(value)
+    return checked
 
 
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapping[str, int] | None = None,
@@ -462,13 +573,17 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
     """``torch.nn.functional.conv2d`` for numpy arrays: x NCHW float32, w OIHW, b optional; stride an int or a
     pair; padding an int, (h, w) or (top, bottom, left, right). Returns NCHW float32. Without ``config``, the
     best configuration in the tuning database (``db``, default $LIFTPY_TUNING_DB or
-    ~/.cache/liftpy/tuning.sqlite) for this layer and device, else the documented default rule."""
+    ~/.cache/liftpy/tuning.sqlite) for this layer and device, else the documented default rule.
+
+    A convenience for one call: the compiled pipeline is cached, but the weights are rearranged and uploaded
+    at every call. A network calling a layer repeatedly should prepare it once with :class:`Conv2d`."""
     if dilation not in (1, (1, 1)) or groups != 1:
         raise InputError("dilation and groups other than 1 are not supported yet")
-    x, w, b = _check_arrays(x, w, b)
+    w, b = _check_weights(w, b)
+    x = _check_input(x, w)
     layer = make_layer(x.shape[1:], (w.shape[0], w.shape[2], w.shape[3]), stride, padding, batch=x.shape[0])
-    return plan(layer, config, device, algorithm, db=db).run(x, w, b).output
+    return plan(layer, config, device, algorithm, db=db).run(x, w, b).output  # checked on the plan's first run
 
 
-__all__ = ["conv2d", "conv_space", "plan", "default_config", "ConvPlan", "ConvResult", "ALGORITHMS", "make_layer",
+__all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "default_config", "ConvPlan", "ConvResult", "ALGORITHMS", "make_layer",
            "normalize_padding"]

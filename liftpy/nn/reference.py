@@ -37,3 +37,52 @@ def im2col_bytes(batch: int, channels: int, height: int, width: int, kernels: in
     floats = (batch * channels * height * width + channels * kh * kw * out_h * out_w * batch
               + kernels * channels * kh * kw + kernels + batch * kernels * out_h * out_w)
     return 4 * floats
+
+
+#: the unit roundoff of float32: every float32 operation is exact up to a relative error of u
+FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
+
+
+def conv2d_tolerance(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: tuple[int, int],
+                     padding: tuple[int, int, int, int]) -> np.ndarray:
+    """The error a float32 evaluation of each output element may make, whatever its order of summation.
+
+    An output is a dot product of n = C·kh·kw window elements with the weights, plus the bias: n + 1 rounded
+    additions and n rounded products. Whatever the order (sequential, blocked, vector lanes, partial sums,
+    with or without FMA), the computed value ŷ satisfies (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2nd ed., eq. 3.5)
+
+        |ŷ - y| ≤ γ_(n+1) · (Σ_i |w_i·x_i| + |b|),   γ_m = m·u / (1 - m·u),   u = 2^-24,
+
+    and by Cauchy-Schwarz Σ_i |w_i·x_i| ≤ ‖w_k‖₂·‖window‖₂, which is cheap (a box sum of x², no second
+    convolution). The bound grows with the reduction's length n, so a short reduction is held to a tight
+    tolerance; dropping one term of a window exceeds it unless that term is tiny. A floor of n·2^-126 allows
+    for float32 underflow. Returns float64 of the output's shape (N, K, outH, outW)."""
+    n_images, channels, height, width = x.shape
+    kernels, _, kh, kw = w.shape
+    top, bottom, left, right = padding
+    terms = channels * kh * kw
+    m = terms + 1
+    gamma = m * FLOAT32_UNIT_ROUNDOFF / (1 - m * FLOAT32_UNIT_ROUNDOFF)
+    squares = np.pad(np.square(x.astype(np.float64)).sum(axis=1), ((0, 0), (top, bottom), (left, right)))
+    out_h = (height + top + bottom - kh) // stride[0] + 1
+    out_w = (width + left + right - kw) // stride[1] + 1
+    window_sums = np.lib.stride_tricks.sliding_window_view(squares, (kh, kw), axis=(1, 2)).sum(axis=(3, 4))
+    window_norms = np.sqrt(window_sums[:, :: stride[0], :: stride[1]][:, :out_h, :out_w])  # N x outH x outW
+    weight_norms = np.sqrt(np.square(w.astype(np.float64)).reshape(kernels, -1).sum(axis=1))
+    bound = weight_norms[None, :, None, None] * window_norms[:, None, :, :]
+    if b is not None:
+        bound = bound + np.abs(np.asarray(b, dtype=np.float64))[None, :, None, None]
+    return gamma * bound + terms * 2.0 ** -126
+
+
+def conv2d_error(output: np.ndarray, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+                 stride: tuple[int, int], padding: tuple[int, int, int, int]) -> float:
+    """The largest error of ``output`` (N, K, outH, outW) against the float64 reference, in units of each
+    element's tolerance (:func:`conv2d_tolerance`): at most 1 is correct. An element that is NaN or infinite
+    -- never written, when the output was filled with NaN before the run -- makes it infinite."""
+    reference = conv2d_reference(x, w, b, stride, padding)
+    output = np.asarray(output, dtype=np.float64).reshape(reference.shape)
+    if not np.isfinite(output).all():
+        return float("inf")
+    return float((np.abs(output - reference) / conv2d_tolerance(x, w, b, stride, padding)).max())

@@ -17,7 +17,11 @@ from typing import Iterable
 from ..errors import InputError
 from ..nn.layers import ConvLayer
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: what each older schema lacks, added in place when such a database is opened (no trial is lost)
+_MIGRATIONS = {
+    1: ["ALTER TABLE trials ADD COLUMN check_seed INTEGER"],
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -37,10 +41,12 @@ CREATE TABLE IF NOT EXISTS trials (
     times_ms TEXT,                  -- JSON: every repeat's total
     stage_ms TEXT,                  -- JSON: median per kernel
     memory_bytes INTEGER,           -- global memory the pipeline allocates
-    max_error REAL,                 -- relative to the float64 reference
+    max_error REAL,                 -- largest error against the float64 reference, in units of the float32
+                                    -- tolerance (liftpy.nn.reference.conv2d_tolerance; schema 1: relative)
     source_hashes TEXT,             -- JSON: kernel name -> sha256 of its OpenCL source
     seconds REAL,                   -- wall time of the whole trial (generate, build, run, check)
     created TEXT NOT NULL,
+    check_seed INTEGER,             -- the seed of the inputs the trial was checked on (tuning.measure)
     UNIQUE (layer, algorithm, config, device)
 );
 CREATE TABLE IF NOT EXISTS baselines (
@@ -81,6 +87,7 @@ class Trial:
     max_error: float | None
     stage_ms: dict
     seconds: float | None
+    check_seed: int | None = None
 
 
 class TuningDB:
@@ -97,6 +104,12 @@ class TuningDB:
         if row is None:
             self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self.conn.commit()
+        elif int(row[0]) in _MIGRATIONS:
+            for version in range(int(row[0]), SCHEMA_VERSION):
+                for statement in _MIGRATIONS[version]:
+                    self.conn.execute(statement)
+            self.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            self.conn.commit()
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path}: tuning database schema {row[0]}, this liftpy reads {SCHEMA_VERSION}")
 
@@ -111,13 +124,13 @@ class TuningDB:
         self.conn.execute(
             "INSERT OR REPLACE INTO trials (layer, layer_name, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
-            "seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "seconds, created, check_seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (layer_key(layer), layer.name if "." in layer.name else "", algorithm, config_key(config),
              device["name"], device["driver"], device["platform"], __version__, result["status"],
              result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
              json.dumps(result.get("stage_ms", {})), result.get("memory_bytes"), result.get("max_error"),
              json.dumps(result.get("source_hashes", {})), result.get("seconds"),
-             time.strftime("%Y-%m-%d %H:%M:%S")),
+             time.strftime("%Y-%m-%d %H:%M:%S"), result.get("check_seed")),
         )
         self.conn.commit()
 
@@ -160,7 +173,7 @@ class TuningDB:
     def trials(self, layer: ConvLayer | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         query, args = "SELECT layer, layer_name, algorithm, config, device, status, cause, time_ms, memory_bytes, " \
-                      "max_error, stage_ms, seconds FROM trials WHERE 1", []
+                      "max_error, stage_ms, seconds, check_seed FROM trials WHERE 1", []
         for column, value in (("layer", layer_key(layer) if layer else None), ("device", device),
                               ("status", status), ("algorithm", algorithm)):
             if value is not None:
@@ -169,7 +182,7 @@ class TuningDB:
         out = []
         for row in self.conn.execute(query + " ORDER BY id", args):
             out.append(Trial(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7], row[8],
-                             row[9], json.loads(row[10] or "{}"), row[11]))
+                             row[9], json.loads(row[10] or "{}"), row[11], row[12]))
         return out
 
     def best(self, layer: ConvLayer, device: str | None = None, algorithm: str | None = None) -> Trial | None:

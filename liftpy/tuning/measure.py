@@ -1,9 +1,15 @@
 """Measuring configurations in a worker process that can be killed and restarted.
 
-A trial generates the pipeline for one configuration, builds it, runs it (warm-up, then repeats; the median
-of the summed profiling-event times of all its kernels) and checks the output against the float64
-reference. A build failure, a runtime error, a wrong result, a run past the time limit or a crash of the
-OpenCL runtime is a recorded failure with its cause; the search goes on with a fresh worker when needed.
+A trial generates the pipeline for one configuration, builds it, runs it once on inputs drawn for that trial
+(seeded by it, recorded) with its output and intermediate buffers filled with NaN, checks that output
+against the float64 reference at the float32 tolerance of the layer's reduction length
+(:func:`liftpy.nn.reference.conv2d_tolerance`), then times it (warm-up, then repeats; the median of the
+summed profiling-event times of all its kernels).
+
+A build failure, a runtime error, a wrong result, a run past the time limit or a crash of the OpenCL runtime
+is a fault of the device or of the configuration: a recorded failure with its cause, and the search goes on
+with a fresh worker when needed. A Python exception inside liftpy is a bug: the worker reports its traceback
+(status ``bug``) and the tuner stops.
 """
 
 from __future__ import annotations
@@ -29,12 +35,27 @@ class Job:
     config: dict
     repeat: int = 5
     warmup: int = 1
-    fault: str | None = None  # "module:function" applied to the output before the check (testing only)
+    #: "module:function" applied to the generated program before it is built (testing only: planted faults);
+    #: called as function(config, generated) and returns the GeneratedProgram to run
+    fault: str | None = None
     #: a first run slower than this (ms) is not repeated: a configuration far behind the best is timed once
     cutoff_ms: float | None = None
+    #: the seed of the inputs this trial is checked on (see check_seed)
+    seed: int = 0
 
 
-def _inputs(layer: ConvLayer, seed: int = 0):
+def check_seed(layer: ConvLayer, algorithm: str, config: dict, search_seed: int = 0, measurement: int = 0) -> int:
+    """The seed of a trial's inputs: every trial (and every later measurement of it) is checked on inputs of
+    its own, so that a kernel cannot pass on what an earlier trial left in memory, and the seed is recorded
+    with the trial so that its check can be repeated."""
+    from .db import config_key, layer_key
+
+    text = f"{layer_key(layer)}|{algorithm}|{config_key(config)}|{search_seed}|{measurement}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+def trial_inputs(layer: ConvLayer, seed: int):
+    """A layer's images, weights (scaled by the fan-in, as a trained layer's are) and biases, drawn afresh."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
     fan_in = layer.channels * layer.kernel_height * layer.kernel_width
@@ -44,46 +65,62 @@ def _inputs(layer: ConvLayer, seed: int = 0):
     return x, w, b
 
 
-def run_job(job: Job, device, cache: dict) -> dict:
-    """One trial, in the current process. ``cache`` keeps each layer's inputs and reference."""
+def _planted(job: Job, plan, device):
+    """The plan with a test's planted fault in its kernels."""
+    import dataclasses
+
+    from ..runtime import Executable
+
+    module, name = job.fault.split(":")
+    generated = getattr(importlib.import_module(module), name)(job.config, plan.executable.generated)
+    return dataclasses.replace(plan, executable=Executable(generated, device), checked=False)
+
+
+def run_job(job: Job, device) -> dict:
+    """One trial, in the current process: generate, build, run once on inputs drawn for it with the output
+    and intermediate buffers filled with NaN, check against the float64 reference (conv2d_error), then time.
+
+    Failures of the device or of the configuration are results (build_error, runtime_error, invalid,
+    codegen_error, wrong); any other exception is a bug in liftpy and propagates."""
+    import pyopencl as cl
+
     from ..errors import ConstraintError, DeviceError, LiftError
     from ..nn import conv
-    from ..nn.reference import conv2d_reference
+    from ..nn.reference import conv2d_error
 
     start = time.perf_counter()
-    if job.layer not in cache:
-        x, w, b = _inputs(job.layer)
-        cache.clear()
-        cache[job.layer] = (x, w, b, conv2d_reference(x, w, b, job.layer.stride, job.layer.padding))
-    x, w, b, reference = cache[job.layer]
+    x, w, b = trial_inputs(job.layer, job.seed)
+
+    def failed(status: str, cause: str, **more) -> dict:
+        return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
+                "check_seed": job.seed, **more}
+
     try:
         plan = conv.plan(job.layer, job.config, device=device, algorithm=job.algorithm)
+        if job.fault:
+            plan = _planted(job, plan, device)
+        bound = plan.bind(w, b)
     except DeviceError as e:
-        return {"status": "build_error", "cause": e.message[:2000], "seconds": time.perf_counter() - start}
+        return failed("build_error", e.message)
     except ConstraintError as e:  # the worker's device (or liftpy version) rules the configuration out
-        return {"status": "invalid", "cause": e.message[:2000], "seconds": time.perf_counter() - start}
+        return failed("invalid", e.message)
     except LiftError as e:
-        return {"status": "codegen_error", "cause": e.message[:2000], "seconds": time.perf_counter() - start}
+        return failed("codegen_error", e.message)
     hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in plan.sources.items()}
     try:
-        result = plan.run(x, w, b, repeat=1, warmup=0, check=False)
-        timed_once = job.cutoff_ms is not None and result.kernel_ms > job.cutoff_ms
-        if not timed_once:
-            result = plan.run(x, w, b, repeat=job.repeat, warmup=job.warmup, check=False)
+        checked = bound.run(x, check=False, poison=True)
+        error = conv2d_error(checked.output, x, w, b, job.layer.stride, job.layer.padding)
+        timed_once = job.cutoff_ms is not None and checked.kernel_ms > job.cutoff_ms
+        result = checked if timed_once else bound.run(x, repeat=job.repeat, warmup=job.warmup, check=False)
     except DeviceError as e:
-        status = "build_error" if "build" in e.message else "runtime_error"
-        return {"status": status, "cause": e.message[:2000], "source_hashes": hashes,
-                "seconds": time.perf_counter() - start}
-    output = result.output
-    if job.fault:
-        module, name = job.fault.split(":")
-        output = getattr(importlib.import_module(module), name)(job.config, output.copy())
-    scale = max(1.0, float(np.abs(reference).max()))
-    error = float(np.abs(output - reference).max()) / scale
-    ok = bool(np.isfinite(error) and error <= conv.TOLERANCE)
+        return failed("build_error" if "build" in e.message else "runtime_error", e.message, source_hashes=hashes)
+    except cl.Error as e:  # the device refused a buffer or a command (out of resources, say)
+        return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
+    ok = error <= 1
     return {
         "status": "ok" if ok else "wrong",
-        "cause": ("" if ok else f"output differs from the reference: max relative error {error:.3g}")
+        "cause": ("" if ok else f"output differs from the reference: largest error {error:.3g} times the "
+                                f"float32 tolerance" + (" (elements never written)" if error == float("inf") else ""))
         + ("; timed once: far slower than the best" if timed_once else ""),
         "time_ms": result.kernel_ms,
         "times_ms": [float(t) for t in result.runs_ms],
@@ -91,6 +128,7 @@ def run_job(job: Job, device, cache: dict) -> dict:
         "memory_bytes": plan.memory_bytes,
         "max_error": error,
         "source_hashes": hashes,
+        "check_seed": job.seed,
         "seconds": time.perf_counter() - start,
     }
 
@@ -99,7 +137,9 @@ def _worker(conn, device_spec):
     from ..runtime import get_device
 
     device = get_device(device_spec)
-    cache: dict = {}
+    from ..nn import conv  # noqa: F401  (imported before "ready": a job's time limit counts the job only)
+
+    conn.send("ready")
     while True:
         try:
             job = conn.recv()
@@ -108,9 +148,9 @@ def _worker(conn, device_spec):
         if job is None:
             return
         try:
-            conn.send(run_job(job, device, cache))
-        except Exception:  # a bug in liftpy: record it, keep measuring
-            conn.send({"status": "crash", "cause": traceback.format_exc()[-2000:]})
+            conn.send(run_job(job, device))
+        except Exception:  # a bug in liftpy, not a fault of the device: the tuner stops and saves the traceback
+            conn.send({"status": "bug", "cause": traceback.format_exc()})
 
 
 #: thread-pool sizes of the host's numerical libraries (numpy's BLAS, OpenMP) in the measuring process
@@ -135,7 +175,11 @@ def _single_threaded_host_libraries():
 
 
 class Measurer:
-    """Runs jobs in a child process; a hang past ``timeout`` seconds or a crash kills and replaces it."""
+    """Runs jobs in a child process; a job running past ``timeout`` seconds (counted from when the worker,
+    started and ready, receives it) or a crash kills and replaces the worker."""
+
+    #: seconds a new worker may take to import liftpy and open the device before it is ready
+    START_TIMEOUT = 300.0
 
     def __init__(self, device=None, timeout: float = 120.0):
         self.device_spec = device if isinstance(device, (str, int, type(None))) else None
@@ -144,13 +188,22 @@ class Measurer:
         self._process = None
         self._conn = None
 
-    def _start(self):
+    def _start(self) -> dict | None:
+        """A fresh worker, waited for until it is ready; a failure to start as a result (None when ready)."""
         parent, child = self._ctx.Pipe()
         self._process = self._ctx.Process(target=_worker, args=(child, self.device_spec), daemon=True)
         with _single_threaded_host_libraries():
             self._process.start()
         child.close()
         self._conn = parent
+        try:
+            if parent.poll(self.START_TIMEOUT) and parent.recv() == "ready":
+                return None
+        except (EOFError, ConnectionError):
+            pass
+        code = self._process.exitcode
+        self._kill()
+        return {"status": "crash", "cause": f"the measuring process did not start (exit code {code})"}
 
     def _kill(self):
         if self._process is not None:
@@ -161,20 +214,22 @@ class Measurer:
 
     def measure(self, job: Job) -> dict:
         if self._process is None or not self._process.is_alive():
-            self._start()
+            failure = self._start()
+            if failure is not None:
+                return {**failure, "check_seed": job.seed}
         start = time.perf_counter()
         self._conn.send(job)
         if not self._conn.poll(self.timeout):
             self._kill()
-            return {"status": "timeout", "cause": f"no result after {self.timeout:.0f} s (generate, build and run)",
-                    "seconds": time.perf_counter() - start}
+            return {"status": "timeout", "cause": f"no result after {self.timeout:g} s (generate, build and run)",
+                    "seconds": time.perf_counter() - start, "check_seed": job.seed}
         try:
             return self._conn.recv()
         except (EOFError, ConnectionError):
             code = self._process.exitcode if self._process is not None else None
             self._kill()
             return {"status": "crash", "cause": f"the measuring process died (exit code {code})",
-                    "seconds": time.perf_counter() - start}
+                    "seconds": time.perf_counter() - start, "check_seed": job.seed}
 
     def close(self):
         if self._process is not None and self._process.is_alive():

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..nn.conv import ALGORITHMS, TUNED_ALGORITHMS, conv_space, default_config, make_layer
 from ..nn.layers import ConvLayer, layer as named_layer
 from .db import Trial, TuningDB, config_key
-from .measure import Job, Measurer
+from .measure import Job, Measurer, check_seed
 
 if TYPE_CHECKING:
     from ..params import ParameterSpace
@@ -109,8 +109,27 @@ def device_record(device) -> dict:
     return {"name": info.name, "driver": info.driver, "platform": info.platform}
 
 
+def _measured(measurer: Measurer, job: Job, db_path) -> dict:
+    """A job's result; a bug in liftpy met while preparing it stops the search with its traceback saved."""
+    result = measurer.measure(job)
+    if result["status"] != "bug":
+        return result
+    import tempfile
+
+    from ..errors import InternalError
+
+    report = Path(tempfile.gettempdir()) / f"liftpy-bug-{time.strftime('%Y%m%d-%H%M%S')}.txt"
+    report.write_text(f"liftpy failed while preparing a tuning trial\nlayer: {job.layer.describe()}\n"
+                      f"algorithm: {job.algorithm}\nconfiguration: {job.config}\ninput seed: {job.seed}\n"
+                      f"database: {db_path}\n\n{result['cause']}")
+    last = result["cause"].strip().splitlines()[-1]
+    raise InternalError(f"a bug in liftpy stopped the tuning of {job.layer.name} ({job.algorithm} {job.config}): "
+                        f"{last}; the traceback is in {report} (please report it); the trials measured so far are "
+                        f"saved in {db_path}", report)
+
+
 def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer, algorithms, device: str,
-                        repeat: int, count: int, rounds: int):
+                        repeat: int, count: int, rounds: int, search_seed: int, db_path):
     """The ``count`` fastest correct trials not measured again yet, measured ``rounds`` more times, taking turns
     (see TuningDB.remeasured): the machine's speed drifts (other tenants, library threads), and a trial timed
     while it was fast must not win over one timed while it was slow."""
@@ -118,9 +137,11 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer
                 key=lambda t: t.time_ms)
     rivals = [t for t in ok[:count] if "measured again" not in t.cause]
     results: list[list[dict]] = [[] for _ in rivals]
-    for _ in range(rounds):
-        for trial, measured in zip(rivals, results):
-            measured.append(measurer.measure(Job(layer, trial.algorithm, trial.config, repeat, 1)))
+    for round_ in range(1, rounds + 1):
+        for trial, measured in zip(rivals, results):  # checked again, on inputs of this measurement's own
+            inputs_seed = check_seed(layer, trial.algorithm, trial.config, search_seed, round_)
+            job = Job(layer, trial.algorithm, trial.config, repeat, 1, seed=inputs_seed)
+            measured.append(_measured(measurer, job, db_path))
     for trial, measured in zip(rivals, results):
         database.remeasured(layer, trial.algorithm, trial.config, device, measured)
 
@@ -147,9 +168,18 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     device and these pipelines in the database. A configuration whose first run is more than ``cutoff`` times
     slower than the best so far is timed once instead of ``repeat`` times (None: never). At the end the
     ``confirm`` fastest correct trials are measured twice more, taking turns, and keep the median of their three
-    medians: on a shared machine speed drifts for seconds at a time, and the ranking must not follow it."""
+    medians: on a shared machine speed drifts for seconds at a time, and the ranking must not follow it.
+
+    Every measurement is checked on inputs drawn for it (``liftpy.tuning.measure``); a wrong result is recorded
+    and never chosen. A bug in liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError`
+    with its traceback saved to a file; what was measured before stays in the database."""
     layer = resolve_layer(layer_or_shapes)
     algorithms = resolve_algorithms(algorithm)
+    for name, value, least in (("trials", trials, 0), ("repeat", repeat, 1), ("confirm", confirm, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InputError(f"{name} must be an integer of at least {least}, got {value!r}")
+    if not timeout > 0:
+        raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
     dev = device_record(device)
     database = TuningDB(db)
     if sampler is None:
@@ -169,16 +199,18 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
             if key in measured:
                 continue  # resumed: measured by an earlier run
             cutoff_ms = cutoff * bar.best_ms if cutoff is not None and bar.best_ms is not None else None
-            result = measurer.measure(Job(layer, algorithm_name, config, repeat, 1, fault, cutoff_ms))
+            inputs_seed = check_seed(layer, algorithm_name, config, seed)
+            job = Job(layer, algorithm_name, config, repeat, 1, fault, cutoff_ms, inputs_seed)
+            result = _measured(measurer, job, db)
             database.record(layer, algorithm_name, config, dev, result)
             measured.add(key)
             sampler.observe(algorithm_name, config, result)
             bar.update(result)
         if confirm:
-            _measure_best_again(database, measurer, layer, algorithms, dev["name"], repeat, confirm, rounds=2)
+            _measure_best_again(database, measurer, layer, algorithms, dev["name"], repeat, confirm, rounds=2,
+                                search_seed=seed, db_path=db)
+        return [t for t in database.trials(layer, dev["name"]) if t.algorithm in algorithms]
     finally:
         bar.finish()
         measurer.close()
-    out = [t for t in database.trials(layer, dev["name"]) if t.algorithm in algorithms]
-    database.close()
-    return out
+        database.close()
