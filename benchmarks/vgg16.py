@@ -68,7 +68,7 @@ def machine_record(torch_threads) -> list[str]:
     try:
         import torch
 
-        torch_text = f"PyTorch {torch.__version__}, {torch_threads} threads"
+        torch_text = f"PyTorch {torch.__version__}" + (f", {torch_threads} threads" if torch_threads else "")
     except ImportError:
         torch_text = "PyTorch not installed"
     return [

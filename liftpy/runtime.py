@@ -215,15 +215,17 @@ def _poison(dtype: str):
 class PreparedProgram:
     """An executable with its device state kept between calls: kernels created once, the constant inputs (a
     layer's weights) uploaded once, intermediate buffers allocated once. ``run`` takes the other inputs and
-    returns a fresh output array; on a device that shares host memory no input or output is copied."""
+    returns a fresh output array; with ``zero_copy`` (a device that shares host memory) the input and output
+    buffers are made over the caller's arrays instead of copied in and out."""
 
-    def __init__(self, executable: "Executable", constants: Mapping[str, object] | None = None):
+    def __init__(self, executable: "Executable", constants: Mapping[str, object] | None = None,
+                 zero_copy: bool | None = None):
         cl = _cl()
         self.executable = executable
         generated = executable.generated
         self.context, self.queue = context_and_queue(executable.device)
         program = executable.build()
-        self.zero_copy = shares_host_memory(executable.device)
+        self.zero_copy = shares_host_memory(executable.device) if zero_copy is None else zero_copy
         self.kernels = [(plan, cl.Kernel(program, plan.name)) for plan in generated.kernels]
         self.inputs = {b.name: b for b in generated.buffers if b.role == "input"}
         self.scalars = dict(generated.scalar_params)
@@ -379,9 +381,10 @@ class Executable:
             self._program = build(self.generated.combined_source, self.device, self.generated.function)
         return self._program
 
-    def prepare(self, constants: Mapping[str, object] | None = None) -> PreparedProgram:
-        """The program ready for repeated calls, ``constants`` (inputs that stay fixed) uploaded once."""
-        return PreparedProgram(self, constants)
+    def prepare(self, constants: Mapping[str, object] | None = None, zero_copy: bool | None = None) -> PreparedProgram:
+        """The program ready for repeated calls, ``constants`` (inputs that stay fixed) uploaded once; ``zero_copy``
+        (default: when the device shares the host's memory) makes buffers over the caller's arrays."""
+        return PreparedProgram(self, constants, zero_copy)
 
     def run(self, inputs: Mapping[str, object], repeat: int = 1, warmup: int = 0, poison: bool = False) -> RunResult:
         """Run every kernel in order on the inputs; ``kernel_ms`` is the median over ``repeat`` runs."""

@@ -229,8 +229,10 @@ def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, 
     arguments += ["--algorithm", algorithm] if algorithm else []
     assert main(["conv", *arguments, "--repeat", "2", "-o", str(out_dir)]) == 0
     out = capsys.readouterr().out
-    assert "GFLOP/s" in out and "im2col" in out and "max relative error" in out
+    assert "GFLOP/s" in out and "im2col" in out and "of the float32 tolerance" in out
     assert (out_dir / "host.py").exists() and list(out_dir.glob("*.cl"))
+    notes = (out_dir / "README.txt").read_text()  # how to feed the host script
+    assert "inputs (float32 .npy)" in notes and "configuration:" in notes
     # the command prints the pipeline and configuration it chose (from a tuning database, or the default)
     chosen = re.search(r"^algorithm (\S+), configuration (\{[^}]*\}), device", out, re.M)
     assert chosen, out
