@@ -145,21 +145,31 @@ def load_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray]:
 # ------------------------------------------------------------------------------------------------ commands
 def cmd_check(args) -> int:
     from . import load
-    from .typecheck import typecheck
 
     program = load(args.file)
-    typed = typecheck(program, program_sizes(program, args.size))
-    if program.tuning_params:
-        print(f"tuning parameters: {', '.join(program.tuning_params)}")
-    for fun in typed.program.functions:
-        print(f"{fun.name} : {typed.function_types[fun.name]}")
-        for name, value in typed.result_bindings.get(fun.name, {}).items():
-            print(f"  where {name} = {value}")
-    if typed.constraints:
-        print("requires:")
-        for c in typed.constraints:
-            print(f"  {c.text:40}  ({c.reason}; {c.span})")
+    for line in check_report(program, program_sizes(program, args.size)):
+        print(line)
     return 0
+
+
+def check_report(program, sizes) -> list[str]:
+    """What ``liftpy check`` prints for a program: each function's inferred type and the size constraints
+    (the fuzzer of tests/test_fuzz.py runs mutants through this without writing files)."""
+    from .typecheck import typecheck
+
+    typed = typecheck(program, sizes)
+    lines = []
+    if program.tuning_params:
+        lines.append(f"tuning parameters: {', '.join(program.tuning_params)}")
+    for fun in typed.program.functions:
+        lines.append(f"{fun.name} : {typed.function_types[fun.name]}")
+        for name, value in typed.result_bindings.get(fun.name, {}).items():
+            lines.append(f"  where {name} = {value}")
+    if typed.constraints:
+        lines.append("requires:")
+        for c in typed.constraints:
+            lines.append(f"  {c.text:40}  ({c.reason}; {c.span})")
+    return lines
 
 
 def cmd_print(args) -> int:

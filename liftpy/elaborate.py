@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -72,6 +73,10 @@ from .syntax import (
 from .types import SCALARS, ArrayType, TupleType, Type, VectorType
 
 _VECTOR_WIDTHS = (2, 3, 4, 8, 16)
+# How deeply values, sizes, types and vals may nest once macros are expanded. Each level takes a few Python
+# calls here and in the type checker; at this bound some 500 of the 1,000 the stack holds are left. The deepest
+# program in the repository (a convolution pipeline, derived ones included) reaches 30 levels.
+MAX_ELABORATED_NESTING = 120
 _KEYWORD_FUNS = ("let",)
 
 
@@ -148,6 +153,7 @@ class Elaborator:
         self.taken: set[str] = set()  # every variable name bound so far, so each binder is unique
         self.reserved = reserved  # names written in the user's file: invented binders avoid them
         self.override: Span | None = None  # inside a macro expansion: the user's call site
+        self.depth = 0  # how deeply the values, sizes, types and vals being elaborated nest (see nested)
 
     # -------------------------------------------------------------------------------- names and spans
     def span(self, ast: S) -> Span | None:
@@ -164,6 +170,20 @@ class Elaborator:
 
     def error(self, ast: S, message: str, cls=LiftTypeError) -> LiftError:
         return cls(message, self.span(ast))
+
+    @contextmanager
+    def nested(self, ast: S):
+        """One level deeper into the program. The parser bounds how deeply the text nests; macros expanded
+        inside macros nest deeper still, so the elaborator keeps its own count, and refuses a program before
+        the recursion of this stage or the next ones (type checking, code generation) runs out of stack."""
+        if self.depth >= MAX_ELABORATED_NESTING:
+            raise self.error(ast, f"the program nests deeper than {MAX_ELABORATED_NESTING} levels here, its macros "
+                                  f"expanded and each val a level; break it up into functions", LiftSyntaxError)
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     # -------------------------------------------------------------------------------- patterns
     def bind_pattern(self, pattern: S, scope: Scope) -> tuple[Pattern, Scope]:
@@ -250,6 +270,10 @@ class Elaborator:
 
     # -------------------------------------------------------------------------------- values
     def data(self, ast: S, scope: Scope) -> Node:
+        with self.nested(ast):
+            return self._data(ast, scope)
+
+    def _data(self, ast: S, scope: Scope) -> Node:
         span = self.span(ast)
         if isinstance(ast, SName):
             b = self.resolve(ast.name, scope)
@@ -283,6 +307,8 @@ class Elaborator:
         if isinstance(ast, SProj):
             if self.is_size_tuple(ast.expr, scope):
                 return self.data_from_size(ast, scope)
+            if ast.index < 1:
+                raise self.error(ast, "tuple components are numbered from 1: ._1 is the first", LiftSyntaxError)
             return Prim("get", (ast.index - 1,), (self.data(ast.expr, scope),), span=span)
         if isinstance(ast, SCall):
             head, args = _flatten_call(ast)
@@ -577,6 +603,10 @@ class Elaborator:
     def block(self, statements: list[S], result: S, scope: Scope) -> Node:
         if not statements:
             return self.data(result, scope)
+        with self.nested(statements[0]):  # each val scopes over the statements after it
+            return self._block(statements, result, scope)
+
+    def _block(self, statements: list[S], result: S, scope: Scope) -> Node:
         stmt, rest = statements[0], statements[1:]
         if isinstance(stmt, SDef):
             return self.block(rest, result, self.define(stmt, scope, top_level=False))
@@ -613,6 +643,10 @@ class Elaborator:
 
     # -------------------------------------------------------------------------------- static arguments
     def size(self, ast: S, scope: Scope) -> Expr:
+        with self.nested(ast):
+            return self._size(ast, scope)
+
+    def _size(self, ast: S, scope: Scope) -> Expr:
         if isinstance(ast, SInt):
             return arith.Const(ast.value)
         if isinstance(ast, SName):
@@ -639,10 +673,7 @@ class Elaborator:
                 raise e.with_span(self.span(ast))
             raise self.error(ast, f"{ast.op} is not size arithmetic (sizes use + - * / %)")
         if isinstance(ast, SProj):
-            base = self.size_tuple_of(ast.expr, scope)
-            if not 1 <= ast.index <= len(base.elems):
-                raise self.error(ast, f"._{ast.index} out of range for a tuple of {len(base.elems)} sizes")
-            elem = base.elems[ast.index - 1]
+            elem = self.size_component(ast, scope)
             if not isinstance(elem, SizeB):
                 raise self.error(ast, "a tuple of sizes where one size is needed")
             return elem.expr
@@ -663,11 +694,17 @@ class Elaborator:
         if isinstance(ast, STuple):
             return self.size_tuple(ast, scope)
         if isinstance(ast, SProj):
-            base = self.size_tuple_of(ast.expr, scope)
-            elem = base.elems[ast.index - 1]
+            elem = self.size_component(ast, scope)
             if isinstance(elem, SizeTupleB):
                 return elem
         raise self.error(ast, "expected a tuple of sizes")
+
+    def size_component(self, ast: SProj, scope: Scope) -> SizeB | SizeTupleB:
+        """``kernelStride._1``: a component of a tuple of sizes."""
+        base = self.size_tuple_of(ast.expr, scope)
+        if not 1 <= ast.index <= len(base.elems):
+            raise self.error(ast, f"._{ast.index} out of range for a tuple of {len(base.elems)} sizes")
+        return base.elems[ast.index - 1]
 
     def dim(self, ast: S, scope: Scope) -> int:
         if isinstance(ast, SInt):
@@ -691,6 +728,10 @@ class Elaborator:
 
     def type_(self, ast: S, scope: Scope, introduce: set[str] | None = None) -> Type:
         """A type. With ``introduce``, unknown bare size names are new size variables (collected there)."""
+        with self.nested(ast):
+            return self._type(ast, scope, introduce)
+
+    def _type(self, ast: S, scope: Scope, introduce: set[str] | None) -> Type:
         if isinstance(ast, (TName, SName)):
             name = ast.name
             if name in SCALARS:

@@ -150,7 +150,8 @@ def size_text(size: Expr) -> str:
 
 
 def _is_atomic(text: str) -> bool:
-    return text.replace("_", "a").replace(".", "a").isalnum() and not text.startswith("-")
+    # a name or a number; a tuple component such as kernel._2 is not: the grammar reads `]_kernel` and then a '.'
+    return text.replace("_", "a").isalnum()
 
 
 def render_type(t: Type) -> str:
