@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .errors import InputError, LiftError
+from .errors import InputError, InternalError, LiftError
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -266,7 +266,7 @@ def cmd_run(args) -> int:
     exe = compile_program(program, sizes, device=args.device, function=args.function)
     fun = program.function(args.function)
     inputs = _random_inputs(program, fun, load_inputs(args.input), sizes, args.seed)
-    result = exe.run(inputs, repeat=args.repeat, warmup=1)
+    result = exe.run(inputs, repeat=args.repeat, warmup=1, poison=True)  # unwritten elements stay NaN
     reference = evaluate(program, inputs, sizes, function=args.function)
     error = float(np.max(np.abs(result.output - reference))) if reference.size else 0.0
     scale = float(np.max(np.abs(reference))) if reference.size else 0.0
@@ -358,11 +358,14 @@ def cmd_conv(args) -> int:
           f"{result.gflops(layer):.1f} GFLOP/s")
     print(f"memory: {plan.memory_bytes / 2**20:.1f} MiB (im2col + GEMM: {plan.im2col_bytes / 2**20:.1f} MiB, "
           f"x{plan.im2col_bytes / plan.memory_bytes:.2f})")
-    print(f"checked against the float64 reference: max relative error {result.max_error:.2e}")
+    print(f"checked against the float64 reference (output filled with NaN first): largest error "
+          f"{result.max_error:.2e} of the float32 tolerance")
     if args.output:
         with writing("-o", args.output):
             written = write_program(plan.executable.generated, args.output)
-        for path in written:
+            notes = Path(args.output) / "README.txt"
+            notes.write_text(nnconv.export_notes(plan))
+        for path in [*written, notes]:
             print(f"wrote {path}")
     return 0
 
@@ -592,6 +595,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LiftError as e:
         print(e.render(), file=sys.stderr)
         return 1
+    except InternalError as e:  # liftpy's own bug, its traceback saved where the message says
+        print(f"error: {e.message}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
