@@ -92,6 +92,34 @@ def layer_sizes(layer):
     return {"padSize": padding, "kernelStride": stride}
 
 
+def layer_reference(layer, inputs, padding=None):
+    """The layer's convolution by tests/reference.py (float64, K x outH x outW), independent of liftpy;
+    ``padding`` overrides the layer's (top, bottom, left, right)."""
+    _, _, _, stride, layer_padding = layer
+    return conv2d_hwc(inputs["inputData"], inputs["kernelsWeights"], inputs["kernelsBiases"], stride,
+                      layer_padding if padding is None else padding)
+
+
+def assert_matches_reference(got, reference, what=""):
+    """A float32 result against a float64 reference, within a tolerance relative to the largest magnitude."""
+    assert got.shape == reference.shape, (got.shape, reference.shape)
+    np.testing.assert_allclose(got, reference, rtol=0, atol=1e-4 * max(1.0, float(np.abs(reference).max())),
+                               err_msg=what)
+
+
+def listing4_sums(partial, padded_shape, kernels_shape, stride, theta):
+    """Listing 4's partial sums ([tiles][kernel groups][κ][window groups][σ][chunks]) added up over the chunks
+    and laid out as a convolution's K x rows x columns: the tiles are the padded input's tile rows x tile
+    columns (step θ - kernel + stride), the windows of a tile its window rows x window columns, row-major."""
+    (height, width), (kernels, kh, kw), (sh, sw) = padded_shape[:2], kernels_shape[:3], stride
+    tiles_h, tiles_w = (height - theta) // (theta - kh + sh) + 1, (width - theta) // (theta - kw + sw) + 1
+    windows_h, windows_w = (theta - kh) // sh + 1, (theta - kw) // sw + 1
+    tiles, groups, kappa, window_groups, sigma, _ = partial.shape
+    assert (tiles, groups * kappa, window_groups * sigma) == (tiles_h * tiles_w, kernels, windows_h * windows_w)
+    sums = partial.astype(np.float64).sum(axis=-1).reshape(tiles_h, tiles_w, kernels, windows_h, windows_w)
+    return sums.transpose(2, 0, 3, 1, 4).reshape(kernels, tiles_h * windows_h, tiles_w * windows_w)
+
+
 def all_sizes(layer, tuning):
     _, (h, w, c), (k, kh, kw), _, _ = layer
     return {**layer_sizes(layer), **tuning, "inputHeight": h, "inputWidth": w, "inputChannels": c,
@@ -141,15 +169,15 @@ def test_the_derived_program_is_low_level(derived):
 def test_the_derived_program_means_listing_3(derived, layer_program, layer):
     inputs = layer_inputs(layer, seed=1)
     expected = liftpy.evaluate(layer_program, inputs, layer_sizes(layer))
-    _, _, _, stride, padding = layer
-    reference = conv2d_hwc(inputs["inputData"], inputs["kernelsWeights"], inputs["kernelsBiases"], stride, padding)
-    np.testing.assert_allclose(expected, reference, rtol=1e-4, atol=1e-4)
+    reference = layer_reference(layer, inputs)
+    assert_matches_reference(expected, reference)
     tunings = valid_tunings(layer)
     assert len(tunings) == 2
     for tuning in tunings:
         got = liftpy.evaluate(derived, inputs, {**layer_sizes(layer), **tuning})
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=str(tuning))
+        assert_matches_reference(got, reference, str(tuning))
 
 
 def test_invalid_tuning_values_are_refused(derived):
@@ -191,6 +219,7 @@ def test_the_derived_pipeline_runs_on_opencl(layer_program, layer, unroll):
     out = executable.run(inputs).output
     expected = liftpy.evaluate(layer_program, inputs, layer_sizes(layer))
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    assert_matches_reference(out, layer_reference(layer, inputs))  # the pipeline computes the convolution
 
 
 # ------------------------------------------------------------------------------------------------ listing 4
@@ -218,8 +247,18 @@ def test_the_derived_partial_convolution_is_listing_4(derived, examples_dir):
     tiles, groups, kappa, wgroups, sigma, chunks = listing4.shape
     as_derived = listing4.reshape(tiles, groups * kappa, wgroups * sigma, chunks).transpose(0, 2, 1, 3)
     np.testing.assert_allclose(mine.reshape(as_derived.shape), as_derived, rtol=1e-5, atol=1e-5)
-    # and the sums of both are the layer's output without the bias
+    # and the sums of both are the convolution without the bias of the input padded by the layer and by ρ (the
+    # tiles cover it: 3 x 3 tiles of 3 x 3 windows, 9 x 9 where the layer's output is its 7 x 9 corner)
     assert mine.shape[:2] == (3, 3) and mine.shape[-1] == chunks
+    no_bias = {**inputs, "kernelsBiases": np.zeros(3, np.float32)}
+    reference = layer_reference(layer, no_bias, padding=(1, 1 + tuning["ρh"], 1, 1 + tuning["ρw"]))
+    assert reference.shape == (3, 9, 9)
+    assert_matches_reference(listing4_sums(listing4, padded.shape, (3, 3, 3), (1, 1), tuning["θ"]), reference)
+    # the derived sums directly: tile rows, tile columns, window rows, window columns (row-major), kernels
+    sums = mine.astype(np.float64).sum(axis=-1).reshape(3, 3, 3, 3, 3)
+    derived_output = sums.transpose(4, 0, 2, 1, 3).reshape(reference.shape)
+    assert_matches_reference(derived_output, reference)
+    assert_matches_reference(derived_output[:, :7, :9], layer_reference(layer, no_bias))
 
 
 def test_the_command_line_runs_the_strategy(examples_dir, capsys):

@@ -17,7 +17,8 @@ import liftpy
 from liftpy.ir import Let
 from liftpy.rewrites.direct import direct, steps
 
-from .test_conv_derivation import LAYERS, all_sizes, layer_inputs, layer_sizes
+from .test_conv_derivation import (LAYERS, all_sizes, assert_matches_reference, layer_inputs, layer_reference,
+                                   layer_sizes)
 
 LAYER_PROGRAM = Path(liftpy.__file__).parent / "nn" / "conv_layer.lift"
 TUNING = ("σ", "κ", "v")
@@ -96,12 +97,15 @@ def test_the_derived_program_is_low_level(derived):
 def test_the_derived_program_means_listing_3(derived, layer_program, layer):
     inputs = layer_inputs(layer, seed=1)
     expected = liftpy.evaluate(layer_program, inputs, layer_sizes(layer))
+    reference = layer_reference(layer, inputs)  # tests/reference.py, independent of liftpy
+    assert_matches_reference(expected, reference)
     tunings = valid_tunings(layer)
     assert len(tunings) >= 2
     for tuning in tunings:
         got = liftpy.evaluate(derived, inputs, {**layer_sizes(layer), **tuning})
         assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=str(tuning))
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4, err_msg=str(tuning))  # meaning kept
+        assert_matches_reference(got, reference, str(tuning))
 
 
 def test_invalid_tuning_values_are_refused(derived):
@@ -146,6 +150,7 @@ def test_the_derived_pipeline_runs_on_opencl(layer_program, layer, tuning):
     out = executable.run(inputs).output
     expected = liftpy.evaluate(layer_program, inputs, layer_sizes(layer))
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    assert_matches_reference(out, layer_reference(layer, inputs))  # the kernels compute the convolution
 
 
 def test_the_command_line_runs_the_strategy(capsys):

@@ -11,7 +11,9 @@ from liftpy.errors import ConstraintError
 from liftpy.nn.layers import VGG16
 from liftpy.params import DeviceProfile, parameters, target_profiles
 
+from .reference import conv2d_hwc
 from .test_codegen import EXAMPLES, random_inputs
+from .test_conv_derivation import assert_matches_reference, listing4_sums
 
 PARTIAL = EXAMPLES / "partial_conv.lift"
 UNLIMITED = DeviceProfile("unlimited", 10**9, (10**9, 10**9, 10**9), 10**12, 10**15, 10**9)
@@ -46,7 +48,7 @@ def test_sampling_is_reproducible_with_a_seed():
     assert space.sample(50, seed=3) != space.sample(50, seed=4)
 
 
-def test_sampled_configurations_run_and_match_the_interpreter():
+def test_sampled_configurations_run_and_match_the_interpreter_and_the_convolution():
     program = liftpy.load(PARTIAL)
     sizes = partial_sizes(8, 8, 8)  # a scaled-down layer: 8 channels, 8x8 (10x10 padded), 8 kernels
     space = parameters(program, sizes, device=None)  # the default OpenCL device
@@ -59,6 +61,13 @@ def test_sampled_configurations_run_and_match_the_interpreter():
         result = exe.run(inputs)
         expected = liftpy.evaluate(program, inputs, concrete)
         np.testing.assert_allclose(result.output, expected, rtol=1e-4, atol=1e-4, err_msg=str(config))
+        # and against tests/reference.py: the partial sums, added up over the chunks, are the convolution
+        # (no bias, no padding) of the padded input, on the windows the tiles cover
+        padded, weights = inputs["paddedInput"], inputs["kernelsWeights"]
+        got = listing4_sums(result.output, padded.shape, weights.shape, sizes["kernelStride"], config["θ"])
+        reference = conv2d_hwc(padded, weights, np.zeros(len(weights)), sizes["kernelStride"])
+        assert got.shape[1] <= reference.shape[1] and got.shape[2] <= reference.shape[2]
+        assert_matches_reference(got, reference[:, : got.shape[1], : got.shape[2]], str(config))
 
 
 def _brute_force(program, sizes, ranges):
