@@ -31,14 +31,27 @@ def load(path: str | Path) -> Program:
     """Read a .lift file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError("no such file", Span(str(path), 0, 0)) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a .lift file", Span(str(path), 0, 0)) from None
+    except OSError as e:  # a file in the path, no permission...
+        raise InputError(f"cannot read it ({e.strerror})", Span(str(path), 0, 0)) from None
+    try:
+        text = _text_lines(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text ({e.reason} at byte {e.start})", Span(str(path), 0, 0)) from None
+        # the place of the first undecodable byte: everything before it decodes, so its column counts characters
+        before = _text_lines(data[:e.start].decode("utf-8"))
+        line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
+        span = Span(str(path), line, column, source=_text_lines(data.decode("utf-8", errors="replace")))
+        raise InputError(f"not UTF-8 text (byte 0x{data[e.start]:02x}: {e.reason})", span) from None
     return parse(text, str(path))
+
+
+def _text_lines(text: str) -> str:
+    """Line ends as a file read in text mode has them (universal newlines): \\r\\n and \\r become \\n."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def compile(program: Program, sizes=None, device=None, function: str | None = None):

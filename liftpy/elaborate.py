@@ -26,7 +26,7 @@ from functools import lru_cache
 from . import arith
 from ._paths import package_text
 from .arith import Expr
-from .errors import LiftError, LiftSyntaxError, LiftTypeError, Span
+from .errors import LiftError, LiftSyntaxError, LiftTypeError, SizeError, Span
 from .ir import (
     Apply,
     Function,
@@ -77,6 +77,12 @@ _VECTOR_WIDTHS = (2, 3, 4, 8, 16)
 # calls here and in the type checker; at this bound some 500 of the 1,000 the stack holds are left. The deepest
 # program in the repository (a convolution pipeline, derived ones included) reaches 30 levels.
 MAX_ELABORATED_NESTING = 120
+# How many values, sizes, types and vals one program function may come to, its macros expanded. A macro that
+# uses an argument twice doubles what it is given, so a chain of them grows a short text exponentially while
+# nesting only a little deeper at each link; this bound stops it in about 0.3 s. The largest function in the
+# repository (examples, tests/corpus, liftpy/nn, the rewrite rules, the derived pipelines printed and read
+# back) comes to 413 (conv_pipeline.lift).
+MAX_ELABORATED_NODES = 100_000
 _KEYWORD_FUNS = ("let",)
 
 
@@ -154,6 +160,7 @@ class Elaborator:
         self.reserved = reserved  # names written in the user's file: invented binders avoid them
         self.override: Span | None = None  # inside a macro expansion: the user's call site
         self.depth = 0  # how deeply the values, sizes, types and vals being elaborated nest (see nested)
+        self.produced = 0  # how many of them the current program function has come to (see nested)
 
     # -------------------------------------------------------------------------------- names and spans
     def span(self, ast: S) -> Span | None:
@@ -175,10 +182,18 @@ class Elaborator:
     def nested(self, ast: S):
         """One level deeper into the program. The parser bounds how deeply the text nests; macros expanded
         inside macros nest deeper still, so the elaborator keeps its own count, and refuses a program before
-        the recursion of this stage or the next ones (type checking, code generation) runs out of stack."""
+        the recursion of this stage or the next ones (type checking, code generation) runs out of stack.
+        Each level is also a node produced: their count bounds how large macros may make a function."""
         if self.depth >= MAX_ELABORATED_NESTING:
             raise self.error(ast, f"the program nests deeper than {MAX_ELABORATED_NESTING} levels here, its macros "
                                   f"expanded and each val a level; break it up into functions", LiftSyntaxError)
+        self.produced += 1
+        if self.produced > MAX_ELABORATED_NODES:
+            # inside a macro, the span is the user's call that began the expansion
+            where = "this call's macros expand" if self.override is not None else "this function comes"
+            raise self.error(ast, f"{where} to more than {MAX_ELABORATED_NODES:,} nodes; a macro that uses an "
+                                  f"argument more than once copies it each time (bind it with val first)",
+                             LiftSyntaxError)
         self.depth += 1
         try:
             yield
@@ -742,7 +757,12 @@ class Elaborator:
                     if rest.isdigit() and int(rest) in _VECTOR_WIDTHS:
                         return VectorType(SCALARS[scalar], arith.Const(int(rest)))
                     if rest.startswith("_") and len(rest) > 1:
-                        width = self.size_name(SName(rest[1:], getattr(ast, "span", None)), scope, introduce)
+                        if rest[1:].isdigit():  # float_4: a width written as a number, not a size named "4"
+                            width = arith.Const(int(rest[1:]))
+                        else:
+                            width = self.size_name(SName(rest[1:], getattr(ast, "span", None)), scope, introduce)
+                        if width.as_int() is not None and width.as_int() < 1:
+                            raise self.error(ast, f"{name}: a vector width must be at least 1, got {width}", SizeError)
                         return VectorType(SCALARS[scalar], width)
             raise self.error(ast, f"unknown type {name!r} (types: float, int, bool, float4, float_v, [T]_n, (T, U))")
         if isinstance(ast, TArray):
@@ -813,6 +833,7 @@ class Elaborator:
 
     def program_function(self, sdef: SDef, scope: Scope) -> Function:
         self.taken = set()  # binders are unique within a function; functions are independent
+        self.produced = 0
         inner = scope.child()
         params: list[Param] = []
         introduced: set[str] = set()

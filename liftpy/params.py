@@ -194,20 +194,30 @@ class ParameterSpace:
     # -------------------------------------------------------------------------------- user constraints
     def require(self, name: str, condition: str, reason: str = "") -> "ParameterSpace":
         """Add a named constraint by hand: ``space.require("tiles", "θ % 2 == 0")``; returns the space."""
-        self.constraints.append(NamedConstraint(name, _parse_condition(condition, reason or f"required: {condition}")))
+        constraint = _parse_condition(condition, reason or f"required: {condition}")
+        parameter_names = [p.name for p in self.parameters]
+        unknown = sorted(constraint.var_names() - set(parameter_names) - set(self.sizes))
+        if unknown:  # refused here: the solver and the sampler would meet a variable with no value
+            label = f"requirement {name!r} ({condition})" if name else f"requirement {condition!r}"
+            raise ConstraintError(
+                f"{label} names {', '.join(unknown)}, neither a tuning parameter nor a size "
+                f"(tuning parameters: {', '.join(parameter_names) or 'none'}; sizes: {', '.join(self.sizes) or 'none'})")
+        self.constraints.append(NamedConstraint(name, constraint))
         self._domains = None
         return self
 
     # -------------------------------------------------------------------------------- checking
     def check(self, config: Mapping[str, int]) -> CheckResult:
         """Every constraint evaluated on a full configuration; the violated ones by name."""
-        missing = [p.name for p in self.parameters if p.name not in config]
+        names = [p.name for p in self.parameters]
+        missing = [n for n in names if n not in config]
+        unknown = sorted(set(config) - set(names))
+        if unknown:  # first: a misspelt name is the mistake, the parameter it leaves missing follows from it
+            also = f"; the configuration also lacks {', '.join(missing)}" if missing else ""
+            raise ConstraintError(f"unknown tuning parameter(s) {', '.join(unknown)} "
+                                  f"(parameters: {', '.join(names) or 'none'}){also}")
         if missing:
             raise ConstraintError(f"the configuration lacks {', '.join(missing)}")
-        unknown = sorted(set(config) - {p.name for p in self.parameters})
-        if unknown:
-            raise ConstraintError(f"unknown tuning parameter(s) {', '.join(unknown)} "
-                                  f"(parameters: {', '.join(p.name for p in self.parameters)})")
         values = {**self.sizes, **{k: int(v) for k, v in config.items()}}
         bad = [c for c in self._all_constraints() if not c.holds(values)]
         return CheckResult(not bad, tuple(bad))
@@ -612,12 +622,17 @@ def _private_values(node) -> list:
 
 def _parse_condition(text: str, reason: str) -> Constraint:
     """``"a % b == 0"``, ``"a == b"``, ``"a >= b"``, ``"a <= b"`` over sizes and parameters."""
-    from .elaborate import Elaborator, Scope
-    from .syntax import SOp, parse_expression_syntax
+    from .elaborate import Elaborator, Scope, SizeB
+    from .syntax import SName, SOp, parse_expression_syntax
 
     class Sizes(Elaborator):
         def unbound(self, name, kind, ast, scope):
             return arith.Var(name)
+
+        def size_component(self, ast, scope):
+            if isinstance(ast.expr, SName):  # a component of a tuple size, named as the space names it
+                return SizeB(arith.Var(f"{ast.expr.name}._{ast.index}"))
+            return super().size_component(ast, scope)
 
     ast = parse_expression_syntax(text, "<constraint>")
     el = Sizes()

@@ -260,8 +260,10 @@ def _bind_result_names(declared: Type, inferred: Type, names: set[str], out: dic
 def typecheck(program: Program, sizes: Mapping[str, object] | None = None) -> TypedProgram:
     """Infer every node's type. With ``sizes`` (name -> int, or a tuple for a tuple size parameter), the
     program is first specialised to those sizes, and every size constraint is decided."""
+    written = program
     if sizes:
         program = specialize(program, sizes)
+    _check_parameter_extents(program, written)
     checker = Checker()
     for assumption in program.assumptions:  # first: a broken one explains the type errors it would cause
         if assumption.decide() is False:
@@ -276,6 +278,36 @@ def typecheck(program: Program, sizes: Mapping[str, object] | None = None) -> Ty
     typed_program = dataclasses.replace(program, functions=tuple(functions))
     unique = tuple(dict.fromkeys(checker.constraints))
     return TypedProgram(typed_program, types, unique, bindings)
+
+
+def _check_parameter_extents(program: Program, written: Program) -> None:
+    """Refuse a parameter whose array length is a negative constant, or whose vector width is below 1, as
+    written (``[float]_(0-1)``) or once the sizes are given (``n=-3``). Only parameters: inside a program a
+    negative amount is meaningful (``pad`` crops with it), but no input has a negative length."""
+    for fun, before in zip(program.functions, written.functions):
+        for param, declared in zip(fun.params, before.params):
+            problem = None if param.is_size else _bad_extent(param.type)
+            if problem is None:
+                continue
+            what, rule = problem
+            where = "" if param.type == declared.type else f" with these sizes ({param.type})"
+            raise SizeError(f"parameter {param.name} : {declared.type} has {what}{where}; {rule}", param.span)
+
+
+def _bad_extent(t: Type) -> tuple[str, str] | None:
+    """What is wrong with the constant extents of a parameter's type and the rule it breaks, or None."""
+    if isinstance(t, ArrayType):
+        length = t.size.as_int()
+        if length is not None and length < 0:
+            return f"an array length of {length}", "a length cannot be negative"
+        return _bad_extent(t.elem)
+    if isinstance(t, VectorType):
+        width = t.width.as_int()
+        if width is not None and width < 1:
+            return f"a vector width of {width}", "a width must be at least 1"
+    if isinstance(t, TupleType):
+        return next((p for p in map(_bad_extent, t.elems) if p is not None), None)
+    return None
 
 
 def size_bindings(program: Program, sizes: Mapping[str, object]) -> dict[str, int]:

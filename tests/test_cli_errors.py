@@ -196,3 +196,51 @@ def test_eval_output_gets_the_npy_suffix_it_reports(tmp_path, capsys):
     assert run_cli(["eval", STENCIL, *SIZES, "--random", "0", "-o", str(tmp_path / "y")]) == 0
     assert f"wrote {tmp_path / 'y.npy'}" in capsys.readouterr().out
     assert (tmp_path / "y.npy").exists()
+
+
+# ------------------------------------------------------------------------------------------------ issue 12, more
+PARTIAL = str(EXAMPLES / "partial_conv.lift")
+PARTIAL_SIZES = ["--size", "inputChannels=64", "--size", "kernelWidth=3", "--size", "kernelHeight=3",
+                 "--size", "numKernels=128", "--size", "paddedInputWidth=58", "--size", "paddedInputHeight=58",
+                 "--size", "kernelStride=1,1", "--target", "mali-g72"]
+MORE_CASES = [
+    # a requirement over a name that is neither a tuning parameter nor a size: was a KeyError in satisfiable()
+    ("params-require-unknown-name", ["params", PARTIAL, *PARTIAL_SIZES, "--require", "bogus:x==3"],
+     ["requirement 'bogus' (x==3)", "names x", "neither a tuning parameter nor a size", "θ, κ, σ, ω, v"]),
+    ("params-require-unknown-component", ["params", PARTIAL, *PARTIAL_SIZES, "--require", "k:θ >= kernelStride._3"],
+     ["names kernelStride._3", "kernelStride._1, kernelStride._2"]),
+    ("params-require-no-parameters", ["params", STENCIL, "--size", "width=64", "--size", "height=64", "--require", ":v == 2"],
+     ["requirement 'v == 2'", "names v", "tuning parameters: none"]),
+    # a misspelt parameter is named, not only the parameters it leaves missing
+    ("conv-config-unknown-name", ["conv", "--input", "8x12x12", "--kernels", "8x3x3", "--config", "bogus=3"],
+     ["unknown tuning parameter(s) bogus", "(parameters: σ, κ, v)", "also lacks σ, κ, v"]),
+    ("conv-config-unknown-name-only", ["conv", *SMALL, "--config", "bogus=3", "--config", "σ=2", "--config", "κ=8",
+                                       "--config", "v=8"], ["unknown tuning parameter(s) bogus"]),
+    # a database that cannot be made is not "not a liftpy tuning database"
+    ("tune-db-cannot-be-created", ["tune", *SMALL, "--db", "/proc/x.sqlite"], ["--db /proc/x.sqlite", "cannot open or create it"]),
+]
+
+
+@pytest.mark.parametrize("argv, words", [c[1:] for c in MORE_CASES], ids=[c[0] for c in MORE_CASES])
+def test_more_mistakes_are_one_error_line(places, tmp_path, capsys, argv, words):
+    test_a_mistake_is_one_error_line(places, tmp_path, capsys, argv, words)
+
+
+def test_unknown_parameter_is_named_before_missing_ones(capsys):
+    assert run_cli(["conv", *SMALL, "--config", "bogus=3", "--config", "σ=2", "--config", "κ=8", "--config", "v=8"]) == 1
+    assert "lacks" not in capsys.readouterr().err
+
+
+def test_requirement_may_name_a_component_of_a_tuple_size(capsys):
+    """The sizes the space lists (kernelStride._1) are names a requirement may use."""
+    assert run_cli(["params", PARTIAL, *PARTIAL_SIZES, "--require", "k:θ >= kernelStride._1 + 20"]) == 0
+    assert "k: θ >= kernelStride._1+20" in capsys.readouterr().out
+
+
+def test_a_file_that_is_no_database_is_still_not_a_database(places):
+    from liftpy.errors import InputError
+
+    with pytest.raises(InputError, match="not a liftpy tuning database"):
+        TuningDB(places["notadb"])
+    with pytest.raises(InputError, match="cannot open or create it"):
+        TuningDB("/proc/x.sqlite")

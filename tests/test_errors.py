@@ -85,3 +85,36 @@ def test_console_script_prints_no_traceback(tmp_path):
     assert result.returncode == 1
     assert result.stderr.startswith(f"{path}:2:3: error: split by 3 needs the length 7 to be a multiple of 3")
     assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------------------------------ issue 12, more
+# Lengths and widths that no input can have, written or given: refused at the parameter (or the type) with a caret.
+BAD_EXTENTS = [
+    ("negative-length-given", "def f(xs: [float]_n) = map(x -> x, xs)\n", ["--size", "n=-3"], "1:7",
+     ["parameter xs : [float]_n has an array length of -3 with these sizes ([float]_(-3))", "cannot be negative"]),
+    ("negative-length-written", "def f(xs: [float]_(0-1)) = xs\n", [], "1:7",
+     ["parameter xs : [float]_(-1) has an array length of -1", "cannot be negative"]),
+    ("negative-inner-length", "def f(k: (int, int), ys: [float]_2, xs: [([float]_n, [float4]_(k._1))]_3) = xs\n",
+     ["--size", "k=-1,2"], "1:37", ["parameter xs", "an array length of -1"]),
+    ("vector-width-zero", "def f(xs: [float_0]_n) = xs\n", [], "1:12", ["float_0: a vector width must be at least 1, got 0"]),
+    ("vector-width-negative", "def f(xs: [float]_n) = { val k = 0 - 2; Value(0.0f, [int_k]_3) }\n", [], "1:54",
+     ["int_k: a vector width must be at least 1, got -2"]),
+    ("vector-width-given-zero", "def f(xs: [float_v]_n) = xs\n", ["--size", "v=0"], "1:7",
+     ["parameter xs : [float_v]_n has a vector width of 0", "at least 1"]),
+]
+
+
+@pytest.mark.parametrize("name, source, extra, where, words", BAD_EXTENTS, ids=[b[0] for b in BAD_EXTENTS])
+def test_impossible_extents_give_one_clear_error(tmp_path, capsys, name, source, extra, where, words):
+    test_bad_program_gives_one_clear_error(tmp_path, capsys, name, source, extra, where, words)
+
+
+@pytest.mark.parametrize("source, extra", [
+    ("def f(xs: [float]_n) = pad(-1, -2, 0.0f, xs)\n", ["--size", "n=8"]),  # pad crops with negative amounts
+    ("def f(xs: [float]_n) = xs\n", ["--size", "n=0"]),  # an empty input is an input
+    ("def f(xs: [float_v]_n) = xs\n", ["--size", "v=4"]),
+])
+def test_negative_amounts_and_empty_inputs_are_still_accepted(tmp_path, capsys, source, extra):
+    path = tmp_path / "ok.lift"
+    path.write_text(source)
+    assert main(["check", str(path), *extra]) == 0, capsys.readouterr().err

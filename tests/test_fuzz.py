@@ -367,3 +367,35 @@ def test_what_the_fuzzer_found_is_a_located_error(text, line, column, message):
     error = caught.value
     assert message in error.message
     assert (error.span.line, error.span.column) == (line, column), error.render()
+
+
+# ------------------------------------------------------------------------------------------------ issue 12, more
+def test_the_check_command_places_the_first_byte_that_is_no_utf8(tmp_path, capsys):
+    path = tmp_path / "latin1.lift"
+    path.write_bytes("def f(xs: [float]_n) =\r\n  // θ κ é\n  xs\n".encode("utf-8").replace("é".encode("utf-8"), b"\xe9"))
+    assert main(["check", str(path)]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"{path}:2:10: error: not UTF-8 text (byte 0xe9: invalid continuation byte)"
+    assert lines[2].index("^") == lines[1].index("\ufffd")  # the caret under the byte, shown replaced
+
+
+def _blow_up(links: int, nested: bool, width: int) -> str:
+    """A chain of macros, the first a tuple of ``width`` copies of its argument, each other using the one before
+    twice: (m(a), m(a)) or m(m(a)). A short text, nesting little, that expands to width*2^(links-1) copies
+    (nested) or width^(2^(links-1)) (composed)."""
+    body = "(m{0}(a), m{0}(a))" if nested else "m{0}(m{0}(a))"
+    lines = [f"def m1(a) = ({', '.join(['a'] * width)})"]
+    lines += [f"def m{i}(a) = " + body.format(i - 1) for i in range(2, links + 1)]
+    return "\n".join(lines) + f"\ndef f(xs: [float]_n) =\n  id(m{links}(xs))\n"
+
+
+@pytest.mark.timeout(30)  # without the bound, elaboration runs for hours
+@pytest.mark.parametrize("links, nested, width", [(25, True, 2), (5, False, 4)])
+def test_macros_that_blow_up_fail_fast_at_the_call(links, nested, width):
+    start = time.perf_counter()
+    with pytest.raises(LiftError) as caught:
+        check(_blow_up(links, nested, width), "blow-up.lift")
+    assert time.perf_counter() - start < 2.0
+    error = caught.value
+    assert "this call's macros expand to more than 100,000 nodes" in error.message
+    assert (error.span.line, error.span.column) == (links + 2, 6), error.render()

@@ -100,6 +100,8 @@ class TuningDB:
             self.conn.executescript(_SCHEMA)
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.DatabaseError as e:
+            if "unable to open database file" in str(e):  # sqlite: a path it can neither open nor create (/proc/x)
+                raise InputError(f"{self.path}: cannot open or create it") from None
             raise InputError(f"{self.path}: not a liftpy tuning database ({e})") from None
         if row is None:
             self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
