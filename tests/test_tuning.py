@@ -264,3 +264,22 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
     with sqlite3.connect(db) as conn:
         assert all(len(json.loads(t)) == 6 for t, cause in conn.execute("SELECT times_ms, cause FROM trials")
                    if "measured again" in cause)
+
+
+@pytest.mark.parametrize("content", [b"short notes\n", b"x" * 4096])
+def test_a_file_that_is_not_a_database_is_left_untouched(tmp_path, content):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(liftpy.errors.InputError, match="not a liftpy tuning database"):
+        TuningDB(path)
+    assert path.read_bytes() == content
+
+
+def test_another_programs_database_is_not_written_into(tmp_path):
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE accounts (id INTEGER)")
+    before = path.read_bytes()
+    with pytest.raises(liftpy.errors.InputError, match="not a liftpy tuning database"):
+        TuningDB(path)
+    assert path.read_bytes() == before

@@ -95,8 +95,14 @@ class TuningDB:
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._refuse_foreign_file()
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=30)
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "meta" not in tables:  # another program's database: never write into it
+                self.conn.close()
+                raise InputError(f"{self.path}: an SQLite database, but not a liftpy tuning database (its tables: "
+                                 f"{', '.join(sorted(tables))}); give another --db")
             self.conn.executescript(_SCHEMA)
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.DatabaseError as e:
@@ -114,6 +120,15 @@ class TuningDB:
             self.conn.commit()
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path}: tuning database schema {row[0]}, this liftpy reads {SCHEMA_VERSION}")
+
+    def _refuse_foreign_file(self) -> None:
+        """A file that is not an SQLite database is refused before sqlite touches it: sqlite would take a file
+        shorter than its header for an empty database and write over it."""
+        if self.path.is_file() and self.path.stat().st_size > 0:
+            with open(self.path, "rb") as f:
+                header = f.read(16)
+            if header != b"SQLite format 3\x00":
+                raise InputError(f"{self.path}: not a liftpy tuning database (not an SQLite file); give another --db")
 
     def close(self):
         self.conn.close()

@@ -62,7 +62,9 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
             if b not in baseline_names:
                 baseline_names.append(b)
         rows.append((name, layer, best, baselines))
-    header = f"{'layer':9} {'best ms':>9} {'GFLOP/s':>8} {'MiB':>7}" + "".join(f" {b + ' ms':>14} {'x':>6}" for b in baseline_names)
+    width = {b: max(14, len(b) + 3) for b in baseline_names}
+    header = f"{'layer':9} {'best ms':>9} {'GFLOP/s':>8} {'MiB':>7}" + "".join(f" {b + ' ms':>{width[b]}} {'x':>6}"
+                                                                              for b in baseline_names)
     lines = [header]
     total = 0.0
     totals = {b: 0.0 for b in baseline_names}
@@ -76,12 +78,15 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
             if b in baselines:
                 ms = baselines[b][0]
                 totals[b] += ms
-                line += f" {ms:14.3f} {ms / best.time_ms:6.2f}"
+                line += f" {ms:{width[b]}.3f} {ms / best.time_ms:6.2f}"
             else:
-                line += f" {'-':>14} {'':6}"
+                line += f" {'-':>{width[b]}} {'':6}"
         lines.append(line)
     lines.append(f"{'total':9} {total:9.3f}" + " " * 17 + "".join(
-        f" {totals[b]:14.3f} {totals[b] / total if total else 0:6.2f}" for b in baseline_names))
+        f" {totals[b]:{width[b]}.3f} {totals[b] / total if total else 0:6.2f}" for b in baseline_names))
+    lines.append("best ms: the tuned best configuration's kernel events (tuning database); other columns as recorded "
+                 "(benchmarks/vgg16.py records whole calls, numpy in and numpy out, and '(kernels)' baselines' kernel "
+                 "events); x = column / best")
     tuned = [(name, layer, best, baselines) for name, layer, best, baselines in rows if best is not None]
     if tuned:
         path = out_dir / f"throughput-{network}.png"
