@@ -159,7 +159,10 @@ def render_type(t: Type) -> str:
         return t.name
     if isinstance(t, VectorType):
         w = t.width.as_int()
-        return f"{t.scalar.name}{w}" if w is not None else f"{t.scalar.name}_{size_text(t.width)}"
+        if w in (2, 3, 4, 8, 16):  # OpenCL's own vector types
+            return f"{t.scalar.name}{w}"
+        width = size_text(t.width)  # another constant (float_1) or a size (float_v); float_(v*2) is not in the grammar
+        return f"{t.scalar.name}_{width}"
     if isinstance(t, ArrayType):
         return f"[{render_type(t.elem)}]_{size_text(t.size)}"
     if isinstance(t, TupleType):
