@@ -152,8 +152,10 @@ class TuningDB:
         self.conn.commit()
 
     def remeasured(self, layer: ConvLayer, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
-        """New measurements of a correct trial, taken in rounds with its rivals: its time becomes the median of
-        its first median and the new ones, its runs those of all; a wrong new result makes it wrong."""
+        """New measurements of a correct trial, taken in rounds, in turns with its rivals: its time becomes the
+        median of the new medians -- measured at the same times as its rivals', where its first median was taken
+        while the machine may have run at another speed -- its runs those of all; a wrong new result makes it
+        wrong."""
         row = self.conn.execute(
             "SELECT time_ms, times_ms, cause FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
             "AND device = ?", (layer_key(layer), algorithm, config_key(config), device)).fetchone()
@@ -165,11 +167,11 @@ class TuningDB:
             status, cause = failed[0]["status"], f"measured again: {failed[0].get('cause', '')}"
         else:
             status = "ok"
-            medians = [time_ms] + [r["time_ms"] for r in results]
+            first, medians = time_ms, [r["time_ms"] for r in results]
             time_ms = statistics.median(medians)
             times += [t for r in results for t in r.get("times_ms", [])]
-            cause = (cause + "; " if cause else "") + "measured again, medians " + ", ".join(
-                f"{m:.3f}" for m in medians) + " ms"
+            cause = (cause + "; " if cause else "") + f"first median {first:.3f} ms; measured again in turns with " \
+                f"its rivals, medians " + ", ".join(f"{m:.3f}" for m in medians) + " ms"
         self.conn.execute(
             "UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE layer = ? AND algorithm = ? "
             "AND config = ? AND device = ?",

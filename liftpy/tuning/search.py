@@ -167,8 +167,9 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     :data:`TUNED_ALGORITHMS`; those already in the database count), and return every trial of this layer,
     device and these pipelines in the database. A configuration whose first run is more than ``cutoff`` times
     slower than the best so far is timed once instead of ``repeat`` times (None: never). At the end the
-    ``confirm`` fastest correct trials are measured twice more, taking turns, and keep the median of their three
-    medians: on a shared machine speed drifts for seconds at a time, and the ranking must not follow it.
+    ``confirm`` fastest correct trials are measured three times more, taking turns, and keep the median of these
+    three medians: on a shared machine speed drifts for seconds at a time (a trial timed during the search in a
+    fast phase measured 16.7 ms, then 50 and 66 ms beside its rivals), and the ranking must not follow it.
 
     Every measurement is checked on inputs drawn for it (``liftpy.tuning.measure``); a wrong result is recorded
     and never chosen. A bug in liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError`
@@ -207,7 +208,7 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
             sampler.observe(algorithm_name, config, result)
             bar.update(result)
         if confirm:
-            _measure_best_again(database, measurer, layer, algorithms, dev["name"], repeat, confirm, rounds=2,
+            _measure_best_again(database, measurer, layer, algorithms, dev["name"], repeat, confirm, rounds=3,
                                 search_seed=seed, db_path=db)
         return [t for t in database.trials(layer, dev["name"]) if t.algorithm in algorithms]
     finally:
