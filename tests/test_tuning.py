@@ -246,7 +246,8 @@ def test_far_slower_configurations_are_timed_once(tmp_path):
 
 def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None)  # cutoff None: a tiny kernel can jitter past 10x the best and be timed once
+    # no cutoff: a tiny kernel's first run can jitter past 10x the best and be timed once
+    trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None)
     assert len([t for t in trials if t.status == "ok"]) == 6
     again = [t for t in trials if "measured again" in t.cause]
     assert len(again) == 2
