@@ -45,13 +45,15 @@ def quiesce(seconds: float = 0.3):
 
 
 def cpu_model() -> str:
+    """The CPU's name with its family and model numbers (a hypervisor may show only "AMD EPYC")."""
     try:
+        fields = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        return f"{fields['model name']} (family {fields['cpu family']}, model {fields['model']})"
+    except (OSError, KeyError):
+        return platform.processor() or platform.machine()
 
 
 def commit() -> str:
@@ -207,6 +209,7 @@ def main():
             line += f" {ms:{len(m) + 4}.2f} {ms / call_ms:6.2f}"
             database.record_baseline(spec, device, m, ms, None)
         lines.append(line)
+        database.record_baseline(spec, device, "liftpy Conv2d call", call_ms, memory)  # beside its kernel events
     database.close()
     lines.append(f"{'total':9} {'':6} {'':{pw}} {total_call:8.2f} {total_kernels:10.2f} "
                  f"{total_call / total_kernels:9.3f} {'':8} {'':6} {'':9}"

@@ -139,7 +139,7 @@ def _throughput_figure(rows, baseline_names, path: Path):
     import numpy as np
 
     names = [r[0] for r in rows]
-    series = {"liftpy": [r[1].flops / r[2].time_ms / 1e6 for r in rows]}
+    series = {"liftpy (tuning database: kernel events)": [r[1].flops / r[2].time_ms / 1e6 for r in rows]}
     for b in baseline_names:
         series[b] = [r[1].flops / r[3][b][0] / 1e6 if b in r[3] else 0.0 for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
