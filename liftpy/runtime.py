@@ -187,8 +187,9 @@ class RunResult:
 
 def shares_host_memory(device) -> bool:
     """Whether the device computes in the host's memory (a CPU): then buffers are made over the caller's numpy
-    arrays (``USE_HOST_PTR``) and read back by mapping, instead of copied in and out. On PoCL this saves two
-    copies a call -- 2.2 ms of vgg16.2's 9 ms (benchmarks/results/zero-copy.txt)."""
+    arrays (``USE_HOST_PTR``) and read back by mapping, instead of copied in and out. On PoCL this saved 4.4 ms
+    of vgg16.2's 26 ms call and 1.35 ms of vgg16.0's 3.0 ms, nothing measurable on small planes
+    (benchmarks/results/zero-copy.txt)."""
     return bool(device.type & _cl().device_type.CPU)
 
 
