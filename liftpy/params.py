@@ -33,6 +33,7 @@ from .arith import Expr
 from .constraints import Constraint
 from .errors import ConstraintError, SizeError
 from .ir import Let, Prim, Program, walk
+from .primitives import primitive_of
 from .typecheck import size_bindings, specialize, typecheck
 from .types import ArrayType, Type, VectorType
 
@@ -610,12 +611,13 @@ def _compile(c: Constraint):
 def _private_values(node) -> list:
     """Values the code generator keeps in private memory: let-bound values and reduction accumulators placed
     there (by toPrivate, or by default inside a work-item)."""
-    from .codegen.kernel import REDUCES, annotated_space, is_layout_only
+    from .codegen.kernel import annotated_space, is_layout_only
 
     out = []
     if isinstance(node, Let) and not is_layout_only(node.value) and annotated_space(node.value) == "private":
         out.append(node.value)
-    if isinstance(node, Prim) and node.name in REDUCES and annotated_space(node.args[0]) in ("private", None):
+    prim = primitive_of(node)
+    if prim is not None and prim.is_reduction and annotated_space(node.args[0]) in ("private", None):
         out.append(node.args[0])
     return out
 

@@ -73,6 +73,28 @@ class Primitive:
     #: "algorithmic" (paper section 3.1.1), "opencl" (3.1.2) or "layout" (generates no code, only views)
     level: str = "algorithmic"
 
+    # Traits: what the other stages ask of a primitive, instead of testing its name.
+    #: applies a function to every element of its last argument (map and its OpenCL forms)
+    is_map: bool = False
+    #: folds its last argument into an accumulator (reduce and its OpenCL forms)
+    is_reduction: bool = False
+    #: a parallel map's OpenCL level: "global" (mapGlb), "work-group" (mapWrg) or "local" (mapLcl)
+    parallel: str | None = None
+    #: for a parallel map, the OpenCL calls giving its index and the count of its work-items (groups)
+    index_queries: tuple[str, str] | None = None
+    #: a loop one work-item runs element after element (mapSeq, reduceSeq and their unrolled forms)
+    sequential: bool = False
+    #: a sequential loop written out step by step in the generated code
+    unrolled: bool = False
+    #: the address space its result is written to (toGlobal, toLocal, toPrivate)
+    space: str | None = None
+    #: the prefix of the variable the code generator names for its loop index
+    loop_name: str | None = None
+    #: does arithmetic itself (reductions, dot, vectorize, and Value, which makes a value), as opposed to only
+    #: rearranging data; maps compute what their function computes. The rewrite engine's notion of a view;
+    #: the code generator's ``is_layout_only`` still counts Value as layout (issue 13: one definition for both)
+    computes: bool = False
+
     def __init__(self):
         self.slots = _parse_signature(self.signature)
 
@@ -112,6 +134,11 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+def primitive_of(node) -> Primitive | None:
+    """The primitive a node applies (its traits), or None for a node that applies none."""
+    return PRIMITIVES.get(node.name) if isinstance(node, Prim) else None
+
+
 def primitive(cls):
     """Register a primitive class in the table (one instance per name)."""
     instance = cls()
@@ -127,6 +154,8 @@ def _axis(env) -> int:
 # ================================================================================ map and reduce family
 class _MapLike(Primitive):
     """map(f: T -> U, in: [T]_n) : [U]_n"""
+
+    is_map = True
 
     def infer(self, tc, node, env):
         *_, f, xs = node.args
@@ -150,6 +179,7 @@ class MapSeq(_MapLike):
     """mapSeq(f, in: [T]_n) : [U]_n -- a sequential loop in one work-item."""
 
     name, signature, level = "mapSeq", "f: fun, in: data", "opencl"
+    sequential, loop_name = True, "i"
 
 
 @primitive
@@ -157,6 +187,7 @@ class MapSeqUnroll(_MapLike):
     """mapSeqUnroll(f, in: [T]_n) : [U]_n -- mapSeq, fully unrolled by the code generator."""
 
     name, signature, level = "mapSeqUnroll", "f: fun, in: data", "opencl"
+    sequential, unrolled, loop_name = True, True, "i"
 
 
 class _MapParallel(_MapLike):
@@ -173,23 +204,27 @@ class _MapParallel(_MapLike):
 
 @primitive
 class MapGlb(_MapParallel):
-    name = "mapGlb"
+    name, parallel, loop_name = "mapGlb", "global", "gid"
+    index_queries = ("get_global_id", "get_global_size")
 
 
 @primitive
 class MapWrg(_MapParallel):
-    name = "mapWrg"
+    name, parallel, loop_name = "mapWrg", "work-group", "wg"
+    index_queries = ("get_group_id", "get_num_groups")
 
 
 @primitive
 class MapLcl(_MapParallel):
-    name = "mapLcl"
+    name, parallel, loop_name = "mapLcl", "local", "lid"
+    index_queries = ("get_local_id", "get_local_size")
 
 
 class _ReduceLike(Primitive):
     """reduce(init: U, f: (U, T) -> U, in: [T]_n) : [U]_1"""
 
     signature = "init: data, f: fun, in: data"
+    is_reduction = computes = True
 
     def infer(self, tc, node, env):
         init, f, xs = node.args
@@ -221,6 +256,7 @@ class ReduceSeq(_ReduceLike):
     """reduceSeq(init: U, f: (U, T) -> U, in: [T]_n) : [U]_1 -- a sequential loop, accumulator where init puts it."""
 
     name, level = "reduceSeq", "opencl"
+    sequential, loop_name = True, "j"
 
 
 @primitive
@@ -228,6 +264,7 @@ class ReduceSeqUnroll(_ReduceLike):
     """reduceSeqUnroll(init, f, in) -- reduceSeq, fully unrolled by the code generator."""
 
     name, level = "reduceSeqUnroll", "opencl"
+    sequential, unrolled, loop_name = True, True, "j"
 
 
 # ================================================================================ layout primitives
@@ -586,6 +623,7 @@ class Value(Primitive):
     """Value(v: S, T) : T -- a constant of type T (a scalar S, or an array of S) filled with v"""
 
     name, signature = "Value", "value: data, t: type"
+    computes = True
 
     def infer(self, tc, node, env):
         (t,) = node.params
@@ -614,7 +652,6 @@ class _AddressSpace(Primitive):
     """toX(f: T -> U, in: T) : U -- f's result is written to X memory; on a value alone, toX(id, value)"""
 
     signature, level = "f: fun = id, in: data", "opencl"
-    space = ""
 
     def infer(self, tc, node, env):
         f, x = node.args
@@ -701,6 +738,7 @@ class Vectorize(Primitive):
     """vectorize(v, f: S -> S, in: S_v) : S_v -- f applied lane by lane to vectors of width v"""
 
     name, signature = "vectorize", "v: size, f: fun, in: data"
+    computes = True
 
     def infer(self, tc, node, env):
         (v,) = node.params
@@ -724,6 +762,7 @@ class Dot(Primitive):
     """dot(a: S_v, b: S_v) : S -- the OpenCL dot builtin (on scalars, a product)"""
 
     name, signature = "dot", "a: data, b: data"
+    computes = True
 
     def infer(self, tc, node, env):
         a, b = (tc.check(x, env) for x in node.args)

@@ -3,18 +3,25 @@ strategy ``convolution`` that derives the paper's pipeline of kernels from its l
 
 from __future__ import annotations
 
-from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var, walk
+from liftpy.ir import Lambda, Let, Node, PVar, Var, walk
+from liftpy.primitives import primitive_of
 from liftpy.rewrite.match import Names, free_vars
 from liftpy.rewrite.rules import python_rule
 
-_MAPS = ("map", "mapSeq", "mapGlb", "mapWrg", "mapLcl")
+
+
+def _rolled_loop(node, reductions: bool = False) -> bool:
+    """A map (and, with ``reductions``, a reduction) that is not unrolled: what the strategy stages."""
+    prim = primitive_of(node)
+    return prim is not None and not prim.unrolled and (prim.is_map or reductions and prim.is_reduction)
+
 
 
 def _stage(node: Node) -> bool:
     """A map that computes or copies to memory: what a kernel of the pipeline does."""
     from liftpy.rewrite.predicates import PREDICATES
 
-    return isinstance(node, Prim) and node.name in _MAPS and not PREDICATES["view"].fn(node)
+    return _rolled_loop(node) and not PREDICATES["view"].fn(node)
 
 
 def _replace(node: Node, old: Node, new: Node) -> Node:
@@ -78,7 +85,7 @@ def in_stage(s):
 def _compute_map(n: Node) -> bool:
     from liftpy.rewrite.predicates import PREDICATES
 
-    return isinstance(n, Prim) and n.name in _MAPS + ("reduce", "reduceSeq") and not PREDICATES["view"].fn(n.args[-2])
+    return _rolled_loop(n, reductions=True) and not PREDICATES["view"].fn(n.args[-2])
 
 
 def _level_paths(node: Node, level: int, path=(), depth=0):

@@ -13,9 +13,15 @@ layer 2 about a third of its memory -- at the cost of the conditions, and of rec
 from __future__ import annotations
 
 from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var
+from liftpy.primitives import primitive_of
 
 #: the maps a copy's nest may be made of (the lowered ones have a rule in copies.rules taking them back)
-_COPY_MAPS = ("map", "mapGlb", "mapWrg", "mapLcl", "mapSeq")
+
+def _copy_map(node) -> bool:
+    """A map that copies.rules turns back into ``map`` (there is no rule for mapSeqUnroll)."""
+    prim = primitive_of(node)
+    return prim is not None and prim.is_map and not prim.unrolled
+
 
 
 def _copies_argument(body: Node, x: str) -> bool:
@@ -39,7 +45,7 @@ def copies_a_view(node: Node) -> bool:
     ``id``."""
     from liftpy.rewrite.predicates import PREDICATES
 
-    if not (isinstance(node, Prim) and node.name in _COPY_MAPS and PREDICATES["view"].fn(node.args[-1])):
+    if not (_copy_map(node) and PREDICATES["view"].fn(node.args[-1])):
         return False
     f = node.args[-2]
     if not (isinstance(f, Lambda) and isinstance(f.param, PVar)):

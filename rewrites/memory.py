@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var, walk
+from liftpy.primitives import primitive_of
 from liftpy.rewrite.match import Names, free_vars, substitute
 from liftpy.rewrite.rules import python_rule
 from liftpy.types import ArrayType, ScalarType, VectorType
 
-_LOOPS = ("mapSeq", "mapSeqUnroll", "mapGlb", "mapWrg", "mapLcl", "map", "reduceSeq", "reduceSeqUnroll", "reduce")
 
 
 @python_rule("letPrivate")
@@ -19,7 +19,8 @@ def let_private(node: Node, names: Names):
     the private copy inside: the let of the paper's listing 4, line 27, which reads the σ input values once and
     reuses them for each of the κ kernels. One match per such variable.
     """
-    if not (isinstance(node, Prim) and node.name in _LOOPS):
+    prim = primitive_of(node)
+    if not (prim is not None and (prim.is_map or prim.is_reduction)):  # a loop, once lowered
         return
     f = node.args[-2]
     if not isinstance(f, Lambda):

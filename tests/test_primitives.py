@@ -113,3 +113,29 @@ def test_primitive_values(body, expected):
     x = np.arange(8, dtype=np.float32)
     out = liftpy.evaluate(liftpy.parse(f"def f(xs: [float]_n) = {body}"), {"xs": x})
     np.testing.assert_array_equal(out, expected(x))
+
+
+def test_the_traits_other_stages_ask_of_primitives():
+    """Each family, written out here as the code generator's name lists were before the primitives carried
+    their traits (issue 13): the traits must give exactly these members."""
+    from liftpy.primitives import PRIMITIVES
+
+    def having(trait):
+        return {name for name, prim in PRIMITIVES.items() if trait(prim)}
+
+    assert having(lambda p: p.is_map) == {"map", "mapSeq", "mapSeqUnroll", "mapGlb", "mapWrg", "mapLcl"}
+    assert having(lambda p: p.is_reduction) == {"reduce", "reduceSeq", "reduceSeqUnroll"}
+    assert {name: p.parallel for name, p in PRIMITIVES.items() if p.parallel} == \
+        {"mapGlb": "global", "mapWrg": "work-group", "mapLcl": "local"}
+    assert having(lambda p: p.sequential) == {"mapSeq", "mapSeqUnroll", "reduceSeq", "reduceSeqUnroll"}
+    assert having(lambda p: p.unrolled) == {"mapSeqUnroll", "reduceSeqUnroll"}
+    assert {name: p.space for name, p in PRIMITIVES.items() if p.space} == \
+        {"toGlobal": "global", "toLocal": "local", "toPrivate": "private"}
+    assert {name: p.index_queries for name, p in PRIMITIVES.items() if p.index_queries} == {
+        "mapGlb": ("get_global_id", "get_global_size"), "mapWrg": ("get_group_id", "get_num_groups"),
+        "mapLcl": ("get_local_id", "get_local_size")}
+    assert {name: p.loop_name for name, p in PRIMITIVES.items() if p.loop_name} == {
+        "mapGlb": "gid", "mapWrg": "wg", "mapLcl": "lid", "mapSeq": "i", "mapSeqUnroll": "i", "reduceSeq": "j",
+        "reduceSeqUnroll": "j"}
+    # the algorithmic map and reduce are what lowering must still replace
+    assert having(lambda p: (p.is_map or p.is_reduction) and p.level != "opencl") == {"map", "reduce"}

@@ -27,7 +27,7 @@ from .. import arith
 from ..arith import Range
 from ..errors import CodegenError
 from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var, walk
-from ..primitives import PRIMITIVES, SCALAR_OPS
+from ..primitives import PRIMITIVES, SCALAR_OPS, primitive_of
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from .c import CExpr, Code, Memory, c_type
 from .views import (
@@ -48,14 +48,6 @@ from .views import (
     leaf_type,
 )
 
-PARALLEL = ("mapGlb", "mapWrg", "mapLcl")
-MAPS = ("map", "mapSeq", "mapSeqUnroll", "mapGlb", "mapWrg", "mapLcl")
-REDUCES = ("reduce", "reduceSeq", "reduceSeqUnroll")
-SPACES = {"toGlobal": "global", "toLocal": "local", "toPrivate": "private"}
-_QUERY = {"mapGlb": ("get_global_id", "get_global_size"), "mapWrg": ("get_group_id", "get_num_groups"),
-          "mapLcl": ("get_local_id", "get_local_size")}
-_LOOP_NAME = {"mapGlb": "gid", "mapWrg": "wg", "mapLcl": "lid", "mapSeq": "i", "mapSeqUnroll": "i",
-              "reduceSeq": "j", "reduceSeqUnroll": "j"}
 
 
 def _length(node: Node) -> int:
@@ -77,12 +69,12 @@ class Launch:
     def work_items(self) -> int:
         return math.prod(self.global_size)
 
-    def threads(self, kind: str, dim: int) -> int:
-        """How many work-items (mapGlb, mapLcl) or work-groups (mapWrg) run along ``dim``."""
-        if kind == "mapGlb":
+    def threads(self, parallel: str, dim: int) -> int:
+        """How many work-items ("global", "local") or work-groups ("work-group") run along ``dim``."""
+        if parallel == "global":
             return self.global_size[dim]
         assert self.local_size is not None
-        if kind == "mapLcl":
+        if parallel == "local":
             return self.local_size[dim]
         return self.global_size[dim] // self.local_size[dim]
 
@@ -105,21 +97,22 @@ def check_nesting(expr: Node) -> None:
 
     def go(node: Node, wrg: frozenset, lcl: frozenset, glb: frozenset, sequential: str | None):
         outer = (wrg, lcl, glb)
-        if isinstance(node, Prim) and node.name in PARALLEL:
+        parallel = isinstance(node, Prim) and PRIMITIVES[node.name].parallel
+        if parallel:
             d = node.params[0]
             # a sequential loop run by a whole work-group may contain mapLcl (with barriers); any other
             # parallel map inside a sequential loop would need a synchronisation OpenCL does not have
-            if sequential is not None and not (node.name == "mapLcl" and sequential[1] == "group"):
+            if sequential is not None and not (parallel == "local" and sequential[1] == "group"):
                 raise CodegenError(f"{node.name}({d}) inside {sequential[0]}: a parallel map cannot be nested in "
                                    "this sequential loop", node.span)
-            if node.name == "mapLcl":
+            if parallel == "local":
                 if not wrg:
                     raise CodegenError(f"mapLcl({d}) outside any mapWrg: work-items belong to work-groups", node.span)
                 if d in lcl:
                     raise CodegenError(f"mapLcl({d}) nested inside mapLcl({d}): each dimension can be used once",
                                        node.span)
                 lcl = lcl | {d}
-            elif node.name == "mapWrg":
+            elif parallel == "work-group":
                 if d in wrg:
                     raise CodegenError(f"mapWrg({d}) nested inside mapWrg({d})", node.span)
                 if glb:
@@ -133,13 +126,15 @@ def check_nesting(expr: Node) -> None:
                 if d in glb:
                     raise CodegenError(f"mapGlb({d}) nested inside mapGlb({d})", node.span)
                 glb = glb | {d}
-        if isinstance(node, Prim) and node.name in ("map", "reduce") and not is_layout_map(node):
+        prim = primitive_of(node)
+        if prim is not None and (prim.is_map or prim.is_reduction) and prim.level != "opencl" \
+                and not is_layout_map(node):
             raise CodegenError(f"{node.name} has not been lowered: use mapGlb/mapWrg/mapLcl/mapSeq or reduceSeq "
                                "(or rewrite with lower_to_opencl)", node.span)
         if isinstance(node, Prim):
             # only function arguments run inside this primitive; data arguments are computed before it
             inside = sequential
-            if node.name in ("mapSeq", "mapSeqUnroll", "reduceSeq", "reduceSeqUnroll"):
+            if prim.sequential:
                 here = "item" if (lcl or glb) else "group" if wrg else "kernel"
                 inside = (node.name, here)
             expr_slots = [s for s in PRIMITIVES[node.name].slots if not s.static] if not PRIMITIVES[node.name].variadic else []
@@ -165,9 +160,10 @@ def launch_for(expr: Node, limits: DeviceLimits, private_bytes: int = 0) -> Laun
     lcl: dict[int, int] = {}
     glb: dict[int, int] = {}
     for node in walk(expr):
-        if isinstance(node, Prim) and node.name in PARALLEL:
+        parallel = isinstance(node, Prim) and PRIMITIVES[node.name].parallel
+        if parallel:
             d, n = node.params[0], _length(node)
-            table = {"mapWrg": wrg, "mapLcl": lcl, "mapGlb": glb}[node.name]
+            table = {"work-group": wrg, "local": lcl, "global": glb}[parallel]
             table[d] = max(table.get(d, 0), n)
     if not wrg and not glb:
         raise CodegenError("a kernel needs a parallel map (mapGlb or mapWrg) at its top", expr.span)
@@ -328,7 +324,7 @@ class KernelEmitter:
                 return ScalarView(CExpr(a.paren(), " * ", b.paren()), node.type)
             if node.name == "vectorize":
                 return self.apply_value(node.args[0], self.value(node.args[1], level), level)
-            if node.name in REDUCES:
+            if PRIMITIVES[node.name].is_reduction:
                 return SingletonView(self.reduce(node, level), node.type)  # the accumulator is the result
             return self.materialize(node, level)[0]
         raise CodegenError(f"internal: cannot generate code for {type(node).__name__}", getattr(node, "span", None))
@@ -428,12 +424,12 @@ class KernelEmitter:
                 if has_computation(node.args[1]):
                     return self.emit(node.args[1], MapDest(dest, node.args[1].type, self.layout_dest(node.args[0])), level)
                 return self.copy(self.value(node, level), dest, node.type, level)
-            if node.name in MAPS:
+            if prim.is_map:
                 return self.emit_map(node, dest, level)
-            if node.name in REDUCES:
+            if prim.is_reduction:
                 return self.emit_reduce(node, dest, level)
-            if node.name in SPACES:
-                if SPACES[node.name] == "local" and level == "kernel":
+            if prim.space:
+                if prim.space == "local" and level == "kernel":
                     raise CodegenError("local memory written outside a work-group (toLocal outside mapWrg)", node.span)
                 f, x = node.args
                 return self.emit_apply(f, x, dest, level)
@@ -488,13 +484,14 @@ class KernelEmitter:
 
     # -------------------------------------------------------------------------------- loops
     def emit_map(self, node: Prim, dest: Dest, level: str):
-        kind = node.name
+        kind, prim = node.name, PRIMITIVES[node.name]
         f, xs = node.args[-2], node.args[-1]
         n = _length(xs)
         xv = self.value(xs, level)
-        inner_level = {"mapWrg": "group", "mapLcl": "item", "mapGlb": "item"}.get(kind, level)
-        if kind == "mapSeqUnroll":
-            self.code.comment(f"mapSeqUnroll over {n}")
+        # the body of a mapWrg runs for a work-group, that of a mapGlb or mapLcl for a work-item
+        inner_level = {"work-group": "group", "local": "item", "global": "item"}.get(prim.parallel, level)
+        if prim.unrolled:
+            self.code.comment(f"{kind} over {n}")
             for k in range(n):
                 self.emit_fun(f, xv.access(arith.Const(k)), dest.access(arith.Const(k)), inner_level)
             return
@@ -502,14 +499,15 @@ class KernelEmitter:
 
         def body(emitter: "KernelEmitter", i: arith.Expr):
             emitter.emit_fun(f, xv.access(i), dest.access(i), inner_level)
-            if level == "group" and kind == "mapSeq" and emitter.barriers > before:
+            if level == "group" and prim.sequential and emitter.barriers > before:
                 emitter.barrier("local")  # the next iteration overwrites what this one shared
 
-        if kind == "mapSeq":
+        if prim.sequential:
             self.sequential_loop(kind, n, body)
             return
         dim = node.params[0]
-        var = arith.Var(self.ctx.fresh(_LOOP_NAME[kind] + str(dim)), Range(arith.Const(0), arith.Const(n - 1)))
+        index = self.ctx.fresh(prim.loop_name + str(dim))
+        var = arith.Var(index, Range(arith.Const(0), arith.Const(n - 1)))
         with self.loop(var, n, kind, dim, f"{kind}({dim}) over {n} element(s)"):
             self.interior(var, n, body)
 
@@ -585,7 +583,7 @@ class KernelEmitter:
         ``n``, the loop becomes a nest of loops, one per factor, and the index their weighted sum, which the
         arithmetic simplifies (``in[15360*ky + 512*kx + c]``). The steps run in the same order, so the result
         is the same to the bit. The divisors are found by emitting the body once into a scratch emitter."""
-        base = _LOOP_NAME[kind]
+        base = PRIMITIVES[kind].loop_name
         bounds = [] if self.probing else self._index_divisors(kind, n, body)
         cuts = [1, *bounds, n]
         loop_vars = [arith.Var(self.ctx.fresh(base), Range(arith.Const(0), arith.Const(cuts[k + 1] // cuts[k] - 1)))
@@ -605,7 +603,7 @@ class KernelEmitter:
     def _index_divisors(self, kind: str, n: int, body) -> list[int]:
         """The divisors d (1 < d < n, d | n, each dividing the next) of ``j/d`` and ``j%d`` in the body's code."""
         probe = self._probe()
-        var = arith.Var(probe.ctx.fresh(_LOOP_NAME[kind]), Range(arith.Const(0), arith.Const(n - 1)))
+        var = arith.Var(probe.ctx.fresh(PRIMITIVES[kind].loop_name), Range(arith.Const(0), arith.Const(n - 1)))
         body(probe, var)
         text = probe.code.render()
         found = set()
@@ -624,8 +622,8 @@ class KernelEmitter:
     def loop(self, var: arith.Var, n: int, kind: str, dim: int, comment: str):
         """A parallel map's loop over the work-items (groups) of dimension ``dim``, dropped when they match."""
         name = var.name
-        query, count = _QUERY[kind]
-        threads = self.launch.threads(kind, dim)
+        query, count = PRIMITIVES[kind].index_queries
+        threads = self.launch.threads(PRIMITIVES[kind].parallel, dim)
         if threads == n:  # as many work-items (groups) as elements: no loop
             self.code.line(f"int {name} = {query}({dim});  // {comment}")
             yield
@@ -648,8 +646,8 @@ class KernelEmitter:
         acc_view, acc_dest = self.materialize(init, level, annotated_space(init) or "private", base="acc")
         xv = self.value(xs, level)
         before = self.barriers
-        if node.name == "reduceSeqUnroll":
-            self.code.comment(f"reduceSeqUnroll over {n} element(s)")
+        if PRIMITIVES[node.name].unrolled:
+            self.code.comment(f"{node.name} over {n} element(s)")
             for k in range(n):
                 self.emit_fun(f, TupleView((acc_view, xv.access(arith.Const(k)))), acc_dest, level)
         else:
@@ -746,12 +744,13 @@ def has_computation(node: Node) -> bool:
 def annotated_space(node: Node) -> str | None:
     """The address space the program chose for a node's result: toX on top, or inside the mapped function."""
     if isinstance(node, Prim):
-        if node.name in SPACES:
-            return SPACES[node.name]
-        if node.name in MAPS:
+        prim = PRIMITIVES[node.name]
+        if prim.space:
+            return prim.space
+        if prim.is_map:
             f = node.args[-2]
             return annotated_space(f.body) if isinstance(f, Lambda) else None
-        if node.name in REDUCES:
+        if prim.is_reduction:
             return annotated_space(node.args[0])
         if node.name == "id":
             return None
@@ -772,7 +771,7 @@ def _wide_dot(name: str, width: int) -> str:
 
 
 def _base_name(node: Node) -> str:
-    if isinstance(node, Prim) and node.name in REDUCES:
+    if isinstance(node, Prim) and PRIMITIVES[node.name].is_reduction:
         return "acc"
     return "tmp"
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..ir import Lambda, Node, Prim, Var
+from ..primitives import PRIMITIVES
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _nontrivial(f: Node) -> bool:
 def _unplaced(e: Node) -> bool:
     """The value (or the function's result) is not already placed by toGlobal, toLocal or toPrivate."""
     body = _body(e)
-    return not (isinstance(body, Prim) and body.name in ("toGlobal", "toLocal", "toPrivate"))
+    return not (isinstance(body, Prim) and PRIMITIVES[body.name].space)
 
 
 @predicate("computes")
@@ -69,8 +70,7 @@ def _view(e: Node) -> bool:
     from ..ir import walk
     from .strategies import computes
 
-    return not computes(e) and not any(
-        isinstance(n, Prim) and n.name in ("toGlobal", "toLocal", "toPrivate") for n in walk(e))
+    return not computes(e) and not any(isinstance(n, Prim) and PRIMITIVES[n.name].space for n in walk(e))
 
 
 @predicate("lanewise")

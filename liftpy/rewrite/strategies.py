@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Union
 from ..constraints import Constraint
 from ..errors import LiftError, RewriteError
 from ..ir import Lambda, Let, Node, Prim, Program, ScalarOp, UserFun, Var, walk
+from ..primitives import PRIMITIVES
 from .match import Names, binders, static_size_names
 
 Tree = Union[Node, Program]
@@ -448,8 +449,6 @@ def function_arg(s: Strategy) -> Strategy:
     def go(tree, ctx):
         if not isinstance(tree, Prim):
             return Failure("not a primitive call")
-        from ..primitives import PRIMITIVES
-
         prim = PRIMITIVES[tree.name]
         slots = [sl for sl in prim.slots if not sl.static] if not prim.variadic else []
         for i, slot in enumerate(slots):
@@ -461,15 +460,10 @@ def function_arg(s: Strategy) -> Strategy:
 
 
 # ------------------------------------------------------------------------------------------------ predicates
-MAP_LIKE = ("map", "mapSeq", "mapSeqUnroll", "mapGlb", "mapWrg", "mapLcl")
-REDUCE_LIKE = ("reduce", "reduceSeq", "reduceSeqUnroll")
-_COMPUTING = REDUCE_LIKE + ("Value", "dot", "vectorize")
-
-
 def computes(node: Node) -> bool:
     """Whether evaluating ``node`` does arithmetic (as opposed to only rearranging data, which is a view)."""
     for n in walk(node):
-        if isinstance(n, (ScalarOp, UserFun)) or isinstance(n, Prim) and n.name in _COMPUTING:
+        if isinstance(n, (ScalarOp, UserFun)) or isinstance(n, Prim) and PRIMITIVES[n.name].computes:
             return True
         if isinstance(n, Let) and computes(n.value):
             return True
@@ -483,10 +477,10 @@ def is_compute_map(tree: Tree) -> bool:
 
 def body_is_reduction(tree: Tree) -> bool:
     """A map-like primitive whose function's result is a reduction (its value goes to memory)."""
-    if not (isinstance(tree, Prim) and tree.name in MAP_LIKE):
+    if not (isinstance(tree, Prim) and PRIMITIVES[tree.name].is_map):
         return False
     f = tree.args[-2]
-    return isinstance(f, Lambda) and isinstance(f.body, Prim) and f.body.name in REDUCE_LIKE
+    return isinstance(f, Lambda) and isinstance(f.body, Prim) and PRIMITIVES[f.body.name].is_reduction
 
 
 def is_prim(*names: str) -> Strategy:
