@@ -532,7 +532,7 @@ def _missing_sizes(program, fun, bound, tuning) -> list[str]:
 def _vector_width_params(body, tuning) -> list[str]:
     out = []
     for node in walk(body):
-        if isinstance(node, Prim) and node.name in ("asVector", "vectorize"):
+        if isinstance(node, Prim) and primitive_of(node).sets_vector_width:
             width = node.params[0]
             if isinstance(width, arith.Var) and width.name in tuning and width.name not in out:
                 out.append(width.name)
@@ -555,7 +555,8 @@ def _device_constraints(body, device: DeviceProfile) -> list[tuple[str, Constrai
 
     def go(node, lcl_path: tuple):
         outer_path = lcl_path  # a mapLcl's data is computed before it, outside its work-items
-        if isinstance(node, Prim) and node.name == "mapLcl":
+        prim = primitive_of(node)
+        if prim is not None and prim.parallel == "local":
             d, n = node.params[0], node.args[-1].type.size
             limit = device.max_work_item_sizes[d] if d < len(device.max_work_item_sizes) else 1
             out.append((f"device.work_item_size.{d}", Constraint(
@@ -569,7 +570,7 @@ def _device_constraints(body, device: DeviceProfile) -> list[tuple[str, Constrai
                 "at_least", device.max_work_group_size, group,
                 f"a work-group of {group} work-items: the device allows {device.max_work_group_size}",
                 node.span, "device")))
-        if isinstance(node, Prim) and node.name == "toLocal":
+        if prim is not None and prim.space == "local":
             words = _elements(node.type)
             out.append(("device.local_memory", Constraint(
                 "at_least", device.local_mem_size // 4, words,
@@ -580,7 +581,7 @@ def _device_constraints(body, device: DeviceProfile) -> list[tuple[str, Constrai
                 "at_least", device.private_mem_budget, words,
                 f"{words} private values per work-item: the budget is {device.private_mem_budget}",
                 value.span, "device")))
-        if isinstance(node, Prim) and node.name == "mapLcl":
+        if prim is not None and prim.parallel == "local":
             for f in node.args[:-1]:
                 go(f, lcl_path)
             go(node.args[-1], outer_path)

@@ -94,6 +94,11 @@ class Primitive:
     #: rearranging data; maps compute what their function computes. The rewrite engine's notion of a view;
     #: the code generator's ``is_layout_only`` still counts Value as layout (issue 13: one definition for both)
     computes: bool = False
+    #: its first static parameter is a vector width (asVector, vectorize): a tuning parameter that must be one
+    #: of OpenCL's widths
+    sets_vector_width: bool = False
+    #: reading through its view checks a condition per element (pad: inside or the pad value)
+    guards_reads: bool = False
 
     def __init__(self):
         self.slots = _parse_signature(self.signature)
@@ -416,6 +421,7 @@ class Pad(Primitive):
     """pad(l, r, value: T, in: [T]_n) : [T]_(l+n+r); negative l or r crop (paper section 4.2.4)"""
 
     name, signature, level = "pad", "l: size, r: size, value: data, in: data", "layout"
+    guards_reads = True
 
     def infer(self, tc, node, env):
         left, right = node.params
@@ -685,6 +691,7 @@ class AsVector(Primitive):
     """asVector(v, in: [S]_n) : [S_v]_(n/v) for a scalar S, requires n % v == 0"""
 
     name, signature, level = "asVector", "v: size, in: data", "layout"
+    sets_vector_width = True
 
     def infer(self, tc, node, env):
         (v,) = node.params
@@ -738,7 +745,7 @@ class Vectorize(Primitive):
     """vectorize(v, f: S -> S, in: S_v) : S_v -- f applied lane by lane to vectors of width v"""
 
     name, signature = "vectorize", "v: size, f: fun, in: data"
-    computes = True
+    computes = sets_vector_width = True
 
     def infer(self, tc, node, env):
         (v,) = node.params

@@ -137,5 +137,8 @@ def test_the_traits_other_stages_ask_of_primitives():
     assert {name: p.loop_name for name, p in PRIMITIVES.items() if p.loop_name} == {
         "mapGlb": "gid", "mapWrg": "wg", "mapLcl": "lid", "mapSeq": "i", "mapSeqUnroll": "i", "reduceSeq": "j",
         "reduceSeqUnroll": "j"}
+    assert having(lambda p: p.sets_vector_width) == {"asVector", "vectorize"}
+    assert having(lambda p: p.guards_reads) == {"pad"}
+    assert having(lambda p: p.computes) == {"reduce", "reduceSeq", "reduceSeqUnroll", "Value", "dot", "vectorize"}
     # the algorithmic map and reduce are what lowering must still replace
     assert having(lambda p: (p.is_map or p.is_reduction) and p.level != "opencl") == {"map", "reduce"}

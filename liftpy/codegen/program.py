@@ -16,6 +16,7 @@ from typing import Mapping
 from ..arith import c_name
 from ..errors import CodegenError
 from ..ir import Let, Node, Prim, PVar, walk
+from ..primitives import PRIMITIVES
 from ..typecheck import TypedProgram, typecheck
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from .c import CExpr, Memory, c_type
@@ -136,7 +137,7 @@ def generate(
         )
     check_nesting(fun.body)
     # a padding view in the program: its kernels may read through it (directly or through a val bound to it)
-    reads_padding = any(isinstance(n, Prim) and n.name == "pad" for n in walk(fun.body))
+    reads_padding = any(isinstance(n, Prim) and PRIMITIVES[n.name].guards_reads for n in walk(fun.body))
 
     ctx = KernelContext()
     env: dict[str, View] = {}
@@ -231,7 +232,8 @@ def _dtype(t: Type) -> str:
 
 
 def _has_kernel(node: Node) -> bool:
-    return any(isinstance(n, Prim) and n.name in ("mapGlb", "mapWrg") for n in walk(node))
+    """A global or work-group map: the top of a kernel."""
+    return any(isinstance(n, Prim) and PRIMITIVES[n.name].parallel in ("global", "work-group") for n in walk(node))
 
 
 def _emitter_for_views(env, ctx) -> KernelEmitter:
