@@ -31,6 +31,7 @@ from typing import Iterable, Mapping
 from . import arith
 from .arith import Expr
 from .constraints import Constraint
+from .device import Device
 from .errors import ConstraintError, SizeError
 from .ir import Let, Prim, Program, walk
 from .primitives import primitive_of
@@ -41,53 +42,26 @@ VECTOR_WIDTHS = (1, 2, 4, 8, 16)
 
 
 # ------------------------------------------------------------------------------------------------ devices
-@dataclass(frozen=True)
-class DeviceProfile:
-    """The device limits that constrain a configuration."""
-
-    name: str
-    max_work_group_size: int
-    max_work_item_sizes: tuple[int, ...]
-    local_mem_size: int
-    max_mem_alloc_size: int
-    # 32-bit private values per work-item: what GPUs hold in registers (256); on a CPU, 512 -- PoCL keeps a
-    # work-group's private arrays on a thread's stack, and tuning VGG-16 layer 24 crashed it (SIGSEGV) at 960
-    # accumulators, while 28 AVX-512 registers of 16 floats (448 values) are the direct convolution's best
-    private_mem_budget: int = 256
-    kind: str = "gpu"
-    preferred_vector_width_float: int = 4
-
-    @classmethod
-    def from_device(cls, device, private_mem_budget: int | None = None) -> "DeviceProfile":
-        from .runtime import DeviceInfo, device_info, get_device
-
-        info = device if isinstance(device, DeviceInfo) else device_info(get_device(device))
-        if private_mem_budget is None:
-            private_mem_budget = 512 if "cpu" in info.kind else 256
-        return cls(info.name, info.max_work_group_size, tuple(info.max_work_item_sizes), info.local_mem_size,
-                   info.max_mem_alloc_size, private_mem_budget, info.kind, info.preferred_vector_width_float)
-
-
-def target_profiles() -> dict[str, DeviceProfile]:
+def target_profiles() -> dict[str, Device]:
     """The device profiles shipped with liftpy (``liftpy/targets.json``)."""
     data = json.loads(resources.files("liftpy").joinpath("targets.json").read_text())
     out = {}
     for key, d in data.items():
         if key.startswith("_"):
             continue
-        out[key] = DeviceProfile(d["name"], d["max_work_group_size"], tuple(d["max_work_item_sizes"]),
-                                 d["local_mem_size"], d["max_mem_alloc_size"], d["private_mem_budget"], d["kind"],
-                                 d["preferred_vector_width_float"])
+        out[key] = Device(**{**d, "max_work_item_sizes": tuple(d["max_work_item_sizes"])})
     return out
 
 
-def resolve_device(device) -> DeviceProfile:
-    """A profile from a profile name, a DeviceProfile, a pyopencl device, a device spec, or None (default)."""
-    if isinstance(device, DeviceProfile):
+def resolve_device(device) -> Device:
+    """A device description from a profile name, a Device, a pyopencl device, a device spec, or None (default)."""
+    if isinstance(device, Device):
         return device
     if isinstance(device, str) and device in target_profiles():
         return target_profiles()[device]
-    return DeviceProfile.from_device(device)
+    from .runtime import device_info, get_device
+
+    return device_info(get_device(device))
 
 
 # ------------------------------------------------------------------------------------------------ the space
@@ -187,7 +161,7 @@ class ParameterSpace:
 
     program: Program
     sizes: dict[str, int]
-    device: DeviceProfile
+    device: Device
     parameters: list[Parameter]
     constraints: list[NamedConstraint]
     _domains: dict[str, list[int]] | None = field(default=None, repr=False)
@@ -549,7 +523,7 @@ def _elements(t: Type) -> Expr:
     return n
 
 
-def _device_constraints(body, device: DeviceProfile) -> list[tuple[str, Constraint]]:
+def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
     """Resources the program needs, as expressions of its parameters, against the device's limits."""
     out: list[tuple[str, Constraint]] = []
 

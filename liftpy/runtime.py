@@ -18,8 +18,8 @@ from typing import Mapping
 
 import numpy as np
 
-from .codegen.kernel import DeviceLimits
 from .codegen.program import GeneratedProgram
+from .device import PRIVATE_BUDGET, Device
 from .errors import DeviceError, InputError
 
 
@@ -32,38 +32,6 @@ def _cl():
 
 
 # ------------------------------------------------------------------------------------------------ devices
-@dataclass(frozen=True)
-class DeviceInfo:
-    platform_index: int
-    device_index: int
-    platform: str
-    name: str
-    kind: str
-    driver: str
-    compute_units: int
-    max_work_group_size: int
-    max_work_item_sizes: tuple[int, ...]
-    local_mem_size: int
-    global_mem_size: int
-    max_mem_alloc_size: int
-    preferred_vector_width_float: int
-
-    @property
-    def limits(self) -> DeviceLimits:
-        return DeviceLimits(self.max_work_group_size, self.max_work_item_sizes, self.local_mem_size, self.kind,
-                            self.compute_units)
-
-    def describe(self) -> str:
-        return (
-            f"[{self.platform_index}:{self.device_index}] {self.name} ({self.kind}, {self.platform}, driver {self.driver})\n"
-            f"    compute units {self.compute_units}, max work-group size {self.max_work_group_size}, "
-            f"max work-item sizes {self.max_work_item_sizes}\n"
-            f"    local memory {self.local_mem_size // 1024} KiB, global memory {self.global_mem_size // 2**20} MiB, "
-            f"max allocation {self.max_mem_alloc_size // 2**20} MiB, preferred float vector width "
-            f"{self.preferred_vector_width_float}"
-        )
-
-
 def _platforms():
     cl = _cl()
     try:
@@ -75,20 +43,23 @@ def _platforms():
         ) from None
 
 
-def _info(pi: int, di: int, platform, device) -> DeviceInfo:
+def _info(pi: int, di: int, platform, device) -> Device:
     cl = _cl()
     kinds = [n for n, flag in (("gpu", cl.device_type.GPU), ("cpu", cl.device_type.CPU),
                                ("accelerator", cl.device_type.ACCELERATOR)) if device.type & flag]
     kind = "/".join(kinds) or "other"
-    return DeviceInfo(
-        pi, di, platform.name.strip(), device.name.strip(), kind, device.driver_version.strip(),
-        device.max_compute_units, device.max_work_group_size, tuple(device.max_work_item_sizes),
-        device.local_mem_size, device.global_mem_size, device.max_mem_alloc_size,
-        device.preferred_vector_width_float,
+    return Device(
+        name=device.name.strip(), kind=kind, compute_units=device.max_compute_units,
+        max_work_group_size=device.max_work_group_size, max_work_item_sizes=tuple(device.max_work_item_sizes),
+        local_mem_size=device.local_mem_size, global_mem_size=device.global_mem_size,
+        max_mem_alloc_size=device.max_mem_alloc_size,
+        preferred_vector_width_float=device.preferred_vector_width_float,
+        private_mem_budget=PRIVATE_BUDGET["cpu" if "cpu" in kinds else "gpu"],
+        platform=platform.name.strip(), driver=device.driver_version.strip(), platform_index=pi, device_index=di,
     )
 
 
-def list_devices() -> list[DeviceInfo]:
+def list_devices() -> list[Device]:
     """Every OpenCL device of every platform."""
     out = []
     for pi, platform in enumerate(_platforms()):
@@ -128,7 +99,8 @@ def get_device(spec=None):
     return devices[0][2]
 
 
-def device_info(device) -> DeviceInfo:
+def device_info(device) -> Device:
+    """The description of a live device (a pyopencl.Device)."""
     for pi, platform in enumerate(_platforms()):
         for di, d in enumerate(platform.get_devices()):
             if d.int_ptr == device.int_ptr:
@@ -398,5 +370,5 @@ def compile(program, sizes: Mapping[str, object] | None = None, device=None, fun
     from .codegen.program import generate
 
     dev = get_device(device)
-    generated = generate(program, sizes, function, device_info(dev).limits)
+    generated = generate(program, sizes, function, device_info(dev))
     return Executable(generated, dev)

@@ -18,11 +18,12 @@ sys.path.insert(0, str(ROOT))
 
 import liftpy  # noqa: E402
 import liftpy.nn as nn  # noqa: E402
-from liftpy.codegen.kernel import DeviceLimits  # noqa: E402
 from liftpy.codegen.program import generate  # noqa: E402
+from liftpy.device import Device  # noqa: E402
 from liftpy.nn import conv  # noqa: E402
 
-DEVICES = {"gpu": DeviceLimits(), "cpu": DeviceLimits(4096, (4096, 4096, 4096), 256 * 1024, "cpu", 2)}
+DEVICES = {"gpu": Device(), "cpu": Device(kind="cpu", compute_units=2, max_work_group_size=4096,
+                                          max_work_item_sizes=(4096, 4096, 4096), local_mem_size=256 * 1024)}
 EXAMPLES = [
     ("examples/stencil2d.lift", {"width": 30, "height": 20}),
     ("examples/partial_conv.lift", {"inputChannels": 4, "kernelHeight": 3, "kernelWidth": 3, "numKernels": 4,

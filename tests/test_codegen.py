@@ -247,9 +247,11 @@ def test_cpu_launch_has_enough_work_groups_for_every_core():
     import itertools
     import math
 
-    from liftpy.codegen.kernel import DeviceLimits, cpu_work_groups
+    from liftpy.codegen.kernel import cpu_work_groups
+    from liftpy.device import Device
 
-    cpu = DeviceLimits(4096, (4096, 4096, 4096), 1 << 20, "cpu", 2)
+    cpu = Device(max_work_group_size=4096, max_work_item_sizes=(4096, 4096, 4096), local_mem_size=1 << 20, kind="cpu",
+                 compute_units=2)
     for global_size in itertools.product([1, 3, 7, 28, 60, 1024, 15360], [1, 2, 28, 30], [1, 8, 16]):
         local = cpu_work_groups(global_size, cpu)
         assert all(g % l == 0 for g, l in zip(global_size, local)), (global_size, local)
@@ -271,15 +273,15 @@ def test_cpu_launch_has_enough_work_groups_for_every_core():
 
 
 def test_launch_leaves_gpu_local_sizes_to_the_driver_and_fixes_them_on_a_cpu():
-    from liftpy.codegen.kernel import DeviceLimits
+    from liftpy.device import Device
     from liftpy.codegen.program import generate
 
     glb_only = next(p for p in CORPUS if "mapGlb" in p.read_text() and "mapWrg" not in p.read_text())
-    gpu = generate(liftpy.load(glb_only), sizes_of(glb_only), limits=DeviceLimits(kind="gpu", compute_units=20))
-    cpu = generate(liftpy.load(glb_only), sizes_of(glb_only), limits=DeviceLimits(kind="cpu", compute_units=2))
+    gpu = generate(liftpy.load(glb_only), sizes_of(glb_only), device=Device(kind="gpu", compute_units=20))
+    cpu = generate(liftpy.load(glb_only), sizes_of(glb_only), device=Device(kind="cpu", compute_units=2))
     for name, (global_size, local_size) in gpu.launch.items():
         assert local_size is None
         assert cpu.launch[name][0] == global_size and cpu.launch[name][1] is not None
     # mapWrg/mapLcl kernels keep the local size their maps give, on any device
     stencil, sizes = liftpy.load(EXAMPLES / "stencil2d.lift"), {"width": 30, "height": 20}
-    assert generate(stencil, sizes, limits=DeviceLimits(kind="cpu")).launch == generate(stencil, sizes).launch
+    assert generate(stencil, sizes, device=Device(kind="cpu")).launch == generate(stencil, sizes).launch

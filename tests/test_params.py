@@ -9,14 +9,16 @@ import pytest
 import liftpy
 from liftpy.errors import ConstraintError
 from liftpy.nn.layers import VGG16
-from liftpy.params import DeviceProfile, parameters, target_profiles
+from liftpy.device import Device
+from liftpy.params import parameters, target_profiles
 
 from .reference import conv2d_hwc
 from .test_codegen import EXAMPLES, random_inputs
 from .test_conv_derivation import assert_matches_reference, listing4_sums
 
 PARTIAL = EXAMPLES / "partial_conv.lift"
-UNLIMITED = DeviceProfile("unlimited", 10**9, (10**9, 10**9, 10**9), 10**12, 10**15, 10**9)
+UNLIMITED = Device(name="unlimited", max_work_group_size=10**9, max_work_item_sizes=(10**9, 10**9, 10**9),
+                   local_mem_size=10**12, max_mem_alloc_size=10**15, private_mem_budget=10**9)
 
 
 def partial_sizes(channels, size, kernels, k=3, stride=(1, 1), padding=1):
@@ -156,7 +158,8 @@ def transposeTiles(xs: [[float]_n]_m) =
   mapWrg(0)(tile -> mapLcl(0)(toGlobal(id), join(transpose(split(t, toLocal(mapLcl(0)(id), join(tile)))))),
     split(t, xs))
 """)
-    limits = DeviceProfile("small", 256, (256, 256, 256), 32768, 2**30)
+    limits = Device(name="small", max_work_group_size=256, max_work_item_sizes=(256, 256, 256), local_mem_size=32768,
+                    max_mem_alloc_size=2**30)
     space = parameters(program, {"n": 64, "m": 8}, device=limits)
     groups = [c for c in space.constraints if c.name.startswith("device.work_group_size")]
     assert groups and all("64*t" in str(c) and "4096" not in str(c) for c in groups), [str(c) for c in groups]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .. import arith
 from ..arith import Range
+from ..device import Device
 from ..errors import CodegenError
 from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var, walk
 from ..primitives import PRIMITIVES, SCALAR_OPS, primitive_of
@@ -77,18 +78,6 @@ class Launch:
         if parallel == "local":
             return self.local_size[dim]
         return self.global_size[dim] // self.local_size[dim]
-
-
-@dataclass(frozen=True)
-class DeviceLimits:
-    """What the code generator must respect, and what it chooses launches by; filled from a live device or a
-    target profile."""
-
-    max_work_group_size: int = 256
-    max_work_item_sizes: tuple[int, ...] = (256, 256, 256)
-    local_mem_size: int = 32 * 1024
-    kind: str = "gpu"
-    compute_units: int = 1
 
 
 def check_nesting(expr: Node) -> None:
@@ -151,7 +140,7 @@ def check_nesting(expr: Node) -> None:
     go(expr, frozenset(), frozenset(), frozenset(), None)
 
 
-def launch_for(expr: Node, limits: DeviceLimits, private_bytes: int = 0) -> Launch:
+def launch_for(expr: Node, limits: Device, private_bytes: int = 0) -> Launch:
     """The NDRange from the kernel's parallel maps (the paper's table 1): groups from mapWrg, work-items per
     group from mapLcl, global work-items from mapGlb; local sizes shrunk to fit the device (loops take the rest).
     A mapGlb kernel's local size is free: on a CPU it is chosen (:func:`cpu_work_groups`) for work-items with
@@ -171,7 +160,7 @@ def launch_for(expr: Node, limits: DeviceLimits, private_bytes: int = 0) -> Laun
     if glb:
         global_size = tuple(glb.get(d, 1) for d in range(dims))
         return Launch(global_size, cpu_work_groups(global_size, limits, private_bytes=private_bytes)
-                      if "cpu" in limits.kind else None)
+                      if limits.is_cpu else None)
     local = [min(lcl.get(d, 1), limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
              for d in range(dims)]
     while math.prod(local) > limits.max_work_group_size:
@@ -191,7 +180,7 @@ def _divisors(n: int) -> list[int]:
 CPU_GROUP_PRIVATE_BYTES = 512 * 1024
 
 
-def cpu_work_groups(global_size: tuple[int, ...], limits: DeviceLimits, per_unit: int = 8,
+def cpu_work_groups(global_size: tuple[int, ...], limits: Device, per_unit: int = 8,
                     private_bytes: int = 0) -> tuple[int, ...]:
     """Local sizes for a mapGlb kernel on a CPU, where the code does not depend on them.
 
@@ -831,5 +820,5 @@ def user_fun_source(fun: UserFun) -> str:
     return f"{deps}{c_type(fun.result_type)} {_fun_name(fun)}({', '.join(params)}) {{\n    return {body};\n}}\n"
 
 
-__all__ = ["KernelEmitter", "KernelContext", "Launch", "DeviceLimits", "launch_for", "cpu_work_groups", "check_nesting",
+__all__ = ["KernelEmitter", "KernelContext", "Launch", "launch_for", "cpu_work_groups", "check_nesting",
            "user_fun_source", "is_layout_only", "is_layout_map", "annotated_space"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..arith import c_name
+from ..device import Device
 from ..errors import CodegenError
 from ..ir import Let, Node, Prim, PVar, walk
 from ..primitives import PRIMITIVES
@@ -21,7 +22,6 @@ from ..typecheck import TypedProgram, typecheck
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from .c import CExpr, Memory, c_type
 from .kernel import (
-    DeviceLimits,
     KernelContext,
     KernelEmitter,
     Launch,
@@ -124,10 +124,10 @@ def generate(
     program,
     sizes: Mapping[str, object] | None = None,
     function: str | None = None,
-    limits: DeviceLimits | None = None,
+    device: Device | None = None,
 ) -> GeneratedProgram:
     """Compile a low-level program (with every size bound) to OpenCL kernels and a launch plan."""
-    limits = limits or DeviceLimits()
+    device = device or Device()
     typed = typecheck(program, sizes or {})
     fun = typed.program.function(function)
     unknown = _unknown_sizes(typed, fun.name)
@@ -194,17 +194,17 @@ def generate(
         memories[out_name] = out_mem
         buffers.append(BufferPlan(out_name, "output" if name == "output" else "temp", shape_of(t), _dtype(t)))
         kernel_name = base if kernel_count == 1 else f"{base}_{c_name(name)}"
-        launch = launch_for(expr, limits)
+        launch = launch_for(expr, device)
         emitter = KernelEmitter(kernel_name, launch, env, ctx)
         emitter.reads_padding = reads_padding
         emitter.emit(expr, MemDest(out_mem, t), "kernel")
-        launch = launch_for(expr, limits, emitter.private_bytes)  # a CPU's work-groups sized by the private memory
+        launch = launch_for(expr, device, emitter.private_bytes)  # a CPU's work-groups sized by the private memory
         source, args = _assemble(emitter, out_mem, memories, scalars, program_file=typed.program.filename, what=name)
         local_bytes[kernel_name] = sum(m.bytes for m in emitter.local_decls)
-        if local_bytes[kernel_name] > limits.local_mem_size:
+        if local_bytes[kernel_name] > device.local_mem_size:
             raise CodegenError(
                 f"kernel {kernel_name} needs {local_bytes[kernel_name]} bytes of local memory; the device has "
-                f"{limits.local_mem_size}",
+                f"{device.local_mem_size}",
                 expr.span,
             )
         kernels.append(KernelPlan(kernel_name, source, launch, args, out_name))
@@ -265,4 +265,4 @@ def _assemble(emitter: KernelEmitter, out_mem: Memory, memories: dict[str, Memor
     return source, tuple(args)
 
 
-__all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "DeviceLimits", "shape_of"]
+__all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "shape_of"]
