@@ -106,6 +106,8 @@ def run_job(job: Job, device) -> dict:
         return failed("invalid", e.message)
     except LiftError as e:
         return failed("codegen_error", e.message)
+    except cl.Error as e:  # the device refused a buffer for the weights (out of resources, say)
+        return failed("runtime_error", f"OpenCL: {e}")
     hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in plan.sources.items()}
     try:
         checked = bound.run(x, check=False, poison=True)
@@ -120,7 +122,7 @@ def run_job(job: Job, device) -> dict:
     return {
         "status": "ok" if ok else "wrong",
         "cause": ("" if ok else f"output differs from the reference: largest error {error:.3g} times the "
-                                f"float32 tolerance" + (" (elements never written)" if error == float("inf") else ""))
+                                f"float32 tolerance" + (" (NaN or infinite elements: never written, or overflowed)" if error == float("inf") else ""))
         + ("; timed once: far slower than the best" if timed_once else ""),
         "time_ms": result.kernel_ms,
         "times_ms": [float(t) for t in result.runs_ms],
