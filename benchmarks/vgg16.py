@@ -36,6 +36,7 @@ from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
+from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
 
 def quiesce(seconds: float = 0.3):
@@ -81,15 +82,6 @@ def machine_record(torch_threads) -> list[str]:
         torch_text,
         f"numpy {np.__version__}, Python {platform.python_version()}",
     ]
-
-
-def layer_data(layer, rng):
-    x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
-    fan_in = layer.channels * layer.kernel_height * layer.kernel_width
-    w = (rng.standard_normal((layer.kernels, layer.channels, layer.kernel_height, layer.kernel_width))
-         / np.sqrt(fan_in)).astype(np.float32)
-    b = rng.standard_normal(layer.kernels).astype(np.float32)
-    return x, w, b
 
 
 def time_liftpy(layer, x, repeat):
@@ -138,14 +130,13 @@ def main():
         print(f"{name}: tuning ({args.trials} trials)...", file=sys.stderr)
         liftpy.tune(nn.VGG16[name], trials=args.trials, db=args.db, algorithm=args.algorithm)
 
-    rng = np.random.default_rng(0)
     layers = []
-    for name in names:
+    for index, name in enumerate(names):
         spec = nn.VGG16[name]
         database = TuningDB(args.db)
         best, tried = database.best(spec, device), len(database.trials(spec, device))
         database.close()
-        x, w, b = layer_data(spec, rng)
+        x, w, b = trial_inputs(spec, seed=index)
         layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, algorithm=best.algorithm,
                           input_shape=x.shape)
         layer(x)  # the first call is checked against the float64 reference
@@ -226,10 +217,15 @@ def main():
         *record,
         f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
     ]
+    publish(lines, args.out)
+
+
+def publish(lines: list[str], out: str | None) -> None:
+    """Print a results table, and write it to ``out`` when given."""
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    if out:
+        Path(out).write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import liftpy.nn as nn  # noqa: E402
-from benchmarks.vgg16 import layer_data, machine_record  # noqa: E402
+from benchmarks.vgg16 import machine_record, publish  # noqa: E402
+from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
 
 def main():
@@ -29,11 +30,10 @@ def main():
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--out", help="write the table and the machine record to this file")
     args = parser.parse_args()
-    rng = np.random.default_rng(0)
     rows = []
-    for name in args.layers.split(","):
+    for index, name in enumerate(args.layers.split(",")):
         spec = nn.VGG16[name]
-        x, w, b = layer_data(spec, rng)
+        x, w, b = trial_inputs(spec, seed=index)
         plan = nn.plan(spec)
         ways = {"copies": plan.executable.prepare(plan.constants(w, b), zero_copy=False),
                 "zero-copy": plan.executable.prepare(plan.constants(w, b), zero_copy=True)}
@@ -63,10 +63,7 @@ def main():
     lines += ["", f"milliseconds, medians over {args.rounds} rounds of medians of {args.repeat} calls; the default "
                   "configuration of each layer", *machine_record(None),
               f"command: python benchmarks/zero_copy.py {' '.join(sys.argv[1:])}"]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":
