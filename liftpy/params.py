@@ -586,7 +586,7 @@ def _compile(c: Constraint):
 def _private_values(node) -> list:
     """Values the code generator keeps in private memory: let-bound values and reduction accumulators placed
     there (by toPrivate, or by default inside a work-item)."""
-    from .codegen.kernel import annotated_space, is_layout_only
+    from .codegen.lower import annotated_space, is_layout_only
 
     out = []
     if isinstance(node, Let) and not is_layout_only(node.value) and annotated_space(node.value) == "private":

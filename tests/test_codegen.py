@@ -247,7 +247,7 @@ def test_cpu_launch_has_enough_work_groups_for_every_core():
     import itertools
     import math
 
-    from liftpy.codegen.kernel import cpu_work_groups
+    from liftpy.codegen.launch import cpu_work_groups
     from liftpy.device import Device
 
     cpu = Device(max_work_group_size=4096, max_work_item_sizes=(4096, 4096, 4096), local_mem_size=1 << 20, kind="cpu",
@@ -265,7 +265,7 @@ def test_cpu_launch_has_enough_work_groups_for_every_core():
     # VGG-16 layer 19's direct convolution: PoCL alone chose 7 groups for 2 cores
     assert cpu_work_groups((7, 28, 8), cpu) == (7, 14, 1)
     # work-items with much private memory come in smaller groups (PoCL keeps a group's on one thread's stack)
-    from liftpy.codegen.kernel import CPU_GROUP_PRIVATE_BYTES
+    from liftpy.codegen.launch import CPU_GROUP_PRIVATE_BYTES
 
     heavy = cpu_work_groups((7, 224, 4), cpu, private_bytes=8192)
     assert math.prod(heavy) * 8192 <= CPU_GROUP_PRIVATE_BYTES and heavy == (7, 8, 1)

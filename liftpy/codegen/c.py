@@ -1,22 +1,27 @@
-"""OpenCL C text: expressions, memories and an indented code builder.
+"""OpenCL C expressions: the values of the kernel IR (:mod:`liftpy.codegen.kir`).
 
-Text is assembled from *fragments* that render late, so a decision taken after a statement was written can
-still change how it prints: a private array whose every index turned out constant is printed as separate
-scalars (registers) -- ``acc_0``, ``acc_1`` -- instead of ``acc[0]``, ``acc[1]``.
+An expression is a tree of *fragments*: C syntax as strings, index expressions of :mod:`liftpy.arith`, and
+the reads the passes reason about -- a load from memory (:class:`MemRef`), a vector load (:class:`VLoad`), a
+vector built lane by lane (:class:`VectorOf`), a read through padding (:class:`Guarded`). Indices stay
+arithmetic until printing, so a pass can substitute a loop variable and the reads simplify again
+(:func:`substitute`). How a private array prints (one register per element, or an array) is decided by a
+pass and given to :meth:`CExpr.render` as the set of memories kept in registers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
-from ..arith import Const, Expr, as_expr, c_name, to_c
+from ..arith import Expr, as_expr, c_name, prove_eq, prove_lt, prove_nonneg, to_c
 from ..types import BOOL, FLOAT, INT, ScalarType, Type, VectorType
 
-Fragment = object  # str, Expr (rendered with to_c) or any object with __str__
+Fragment = object  # str, Expr (rendered with to_c), CExpr or one of the reads below
+Registers = frozenset  # of Memory: private arrays printed as one variable per element
 
 
 class CExpr:
-    """A C expression made of fragments; ``__str__`` renders it."""
+    """A C expression made of fragments."""
 
     __slots__ = ("parts", "atomic")
 
@@ -24,26 +29,39 @@ class CExpr:
         self.parts = parts
         self.atomic = atomic  # needs no parentheses when used as an operand
 
+    def render(self, registers: Registers = frozenset()) -> str:
+        return "".join(render(p, registers) for p in self.parts)
+
     def __str__(self) -> str:
-        return "".join(_render(p) for p in self.parts)
+        return self.render()
 
     def paren(self) -> "CExpr":
         return self if self.atomic else CExpr("(", self, ")", atomic=True)
 
 
-def _render(p: Fragment) -> str:
+def render(p: Fragment, registers: Registers = frozenset()) -> str:
     if isinstance(p, str):
         return p
     if isinstance(p, Expr):
         return to_c(p)
+    if hasattr(p, "render"):
+        return p.render(registers)
     return str(p)
 
 
 def index_text(e: Expr) -> CExpr:
     """An index expression (arith) as C, atomic when it is a constant or a name."""
     e = as_expr(e)
+    return CExpr(e, atomic=_is_atomic_index(e))
+
+
+def _is_atomic_index(e: Expr) -> bool:
+    return to_c(e).replace("_", "a").isalnum()
+
+
+def _index_paren(e: Expr) -> str:
     text = to_c(e)
-    return CExpr(text, atomic=text.replace("_", "a").isalnum())
+    return text if _is_atomic_index(e) else f"({text})"
 
 
 def c_type(t: Type) -> str:
@@ -80,12 +98,11 @@ def literal(value, t: Type) -> CExpr:
 
 
 # ------------------------------------------------------------------------------------------------ memory
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Memory:
-    """A buffer, a local or private array, or a private variable.
+    """A buffer, a local or private array, or a private variable (equal only to itself).
 
-    Sizes and offsets count *leaf elements* (the scalar or vector type the memory holds). A private array whose
-    accesses all have constant indices is printed as separate variables (kept in registers).
+    Sizes and offsets count *leaf elements* (the scalar or vector type the memory holds).
     """
 
     name: str
@@ -93,7 +110,6 @@ class Memory:
     leaf: Type  # ScalarType or VectorType
     size: int  # number of leaf elements
     readonly: bool = False
-    offsets: set = field(default_factory=set)  # private memories: every index used, to decide promotion
 
     @property
     def c_name(self) -> str:
@@ -108,54 +124,176 @@ class Memory:
     def is_variable(self) -> bool:
         return self.space == "private" and self.size == 1
 
-    @property
-    def promoted(self) -> bool:
-        """A private array indexed only by constants becomes one variable per element."""
-        return self.space == "private" and self.size > 1 and all(isinstance(o, Const) for o in self.offsets)
-
-    def ref(self, offset: Expr) -> "MemRef":
-        offset = as_expr(offset)
-        if self.space == "private":
-            self.offsets.add(offset)
-        return MemRef(self, offset)
-
-    def declaration(self) -> "MemDecl":
-        return MemDecl(self)
+    def declaration(self, registers: Registers = frozenset()) -> str:
+        """``float acc[4];``, or ``float acc_0, acc_1, acc_2, acc_3;`` when kept in registers."""
+        t = c_type(self.leaf)
+        if self.space == "local":
+            return f"local {t} {self.c_name}[{self.size}];"
+        if self.is_variable:
+            return f"{t} {self.c_name};"
+        if self in registers:
+            return f"{t} " + ", ".join(f"{self.c_name}_{i}" for i in range(self.size)) + ";"
+        return f"{t} {self.c_name}[{self.size}];"
 
 
 class MemRef:
-    """``mem[offset]``, or ``mem_3`` for a promoted private array, or ``mem`` for a private variable."""
+    """A load (or a store's target): ``mem[offset]``, ``mem_3`` in registers, ``mem`` for a private variable."""
 
     __slots__ = ("mem", "offset")
 
     def __init__(self, mem: Memory, offset: Expr):
-        self.mem, self.offset = mem, offset
+        self.mem, self.offset = mem, as_expr(offset)
 
-    def __str__(self) -> str:
+    def render(self, registers: Registers = frozenset()) -> str:
         m = self.mem
         if m.is_variable:
             return m.c_name
-        if m.promoted:
+        if m in registers:
             return f"{m.c_name}_{self.offset.as_int()}"
         return f"{m.c_name}[{to_c(self.offset)}]"
 
+    __str__ = render
 
-class MemDecl:
-    """The declaration of a private or local memory, rendered once promotion is decided."""
 
-    def __init__(self, mem: Memory):
-        self.mem = mem
+class VLoad:
+    """``vloadN(0, mem + offset)``: N neighbouring elements of a global or local memory in one load."""
 
-    def __str__(self) -> str:
-        m = self.mem
-        t = c_type(m.leaf)
-        if m.space == "local":
-            return f"local {t} {m.c_name}[{m.size}];"
-        if m.is_variable:
-            return f"{t} {m.c_name};"
-        if m.promoted:
-            return f"{t} " + ", ".join(f"{m.c_name}_{i}" for i in range(m.size)) + ";"
-        return f"{t} {m.c_name}[{m.size}];"
+    __slots__ = ("mem", "offset", "width")
+
+    def __init__(self, mem: Memory, offset: Expr, width: int):
+        self.mem, self.offset, self.width = mem, as_expr(offset), width
+
+    def render(self, registers: Registers = frozenset()) -> str:
+        return f"vload{self.width}(0, {self.mem.c_name} + {to_c(self.offset)})"
+
+    __str__ = render
+
+
+class VectorOf:
+    """A vector built from its lanes' values: ``((float4)(a, b, c, d))``."""
+
+    __slots__ = ("ctype", "lanes")
+
+    def __init__(self, ctype: str, lanes: tuple[CExpr, ...]):
+        self.ctype, self.lanes = ctype, tuple(lanes)
+
+    def render(self, registers: Registers = frozenset()) -> str:
+        return f"(({self.ctype})(" + ", ".join(lane.render(registers) for lane in self.lanes) + "))"
+
+    __str__ = render
+
+
+class Guarded:
+    """A read of a padded array: the element when ``0 <= index < n``, else the border value. The pass that
+    versions kernels into interior and border parts looks for these."""
+
+    __slots__ = ("index", "n", "inside", "border")
+
+    def __init__(self, index: Expr, n: Expr, inside: CExpr, border: CExpr):
+        self.index, self.n, self.inside, self.border = as_expr(index), as_expr(n), inside, border
+
+    def render(self, registers: Registers = frozenset()) -> str:
+        j = _index_paren(self.index)
+        return (f"((0 <= {j} && {j} < {self.n.as_int()}) ? {self.inside.render(registers)} : "
+                f"{self.border.render(registers)})")
+
+    __str__ = render
+
+
+class Param:
+    """A scalar parameter of the kernel (the printer makes it an argument where the kernel uses it)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def render(self, registers: Registers = frozenset()) -> str:
+        return self.name
+
+    __str__ = render
+
+
+def load(mem: Memory, offset: Expr) -> CExpr:
+    return CExpr(MemRef(mem, offset), atomic=True)
+
+
+def guarded(index: Expr, n: Expr, inside: CExpr, border: CExpr) -> CExpr:
+    """A padded read, or just ``inside`` where the index is provably within ``[0, n)``."""
+    if prove_nonneg(index) and prove_lt(index, n):
+        return inside
+    return CExpr(Guarded(index, n, inside, border), atomic=True)
+
+
+def vector_of(ctype: str, lanes: tuple[CExpr, ...]) -> CExpr:
+    """A vector of lanes: one vector load when they are loads of neighbouring elements of one global or local
+    memory (private arrays may live in registers, where vloadN does not apply)."""
+    refs = [_sole_load(lane) for lane in lanes]
+    first = refs[0]
+    if len(lanes) > 1 and first is not None and first.mem.space != "private" and all(
+        r is not None and r.mem is first.mem and prove_eq(r.offset, first.offset + k) for k, r in enumerate(refs)
+    ):
+        return CExpr(VLoad(first.mem, first.offset, len(lanes)), atomic=True)
+    return CExpr(VectorOf(ctype, lanes), atomic=True)
+
+
+def _sole_load(e: CExpr) -> MemRef | None:
+    while isinstance(e, CExpr) and len(e.parts) == 1:
+        e = e.parts[0]
+    return e if isinstance(e, MemRef) else None
+
+
+# ------------------------------------------------------------------------------------------------ traversal
+def fragments(e: Fragment) -> Iterator[Fragment]:
+    """Every fragment of an expression, outermost first."""
+    yield e
+    if isinstance(e, CExpr):
+        for p in e.parts:
+            yield from fragments(p)
+    elif isinstance(e, Guarded):
+        yield from fragments(e.inside)
+        yield from fragments(e.border)
+    elif isinstance(e, VectorOf):
+        for lane in e.lanes:
+            yield from fragments(lane)
+
+
+def indices(e: Fragment) -> Iterator[Expr]:
+    """The index expressions an expression reads through."""
+    for f in fragments(e):
+        if isinstance(f, Expr):
+            yield f
+        elif isinstance(f, (MemRef, VLoad)):
+            yield f.offset
+        elif isinstance(f, Guarded):
+            yield f.index
+
+
+def substitute(e: CExpr, change: Callable[[Expr], Expr]) -> CExpr:
+    """``e`` with every index expression changed by ``change``; reads simplify again (a padding condition that
+    now holds goes, lanes that are now neighbours become one vector load)."""
+
+    def go(p: Fragment):
+        if isinstance(p, str):
+            return p
+        if isinstance(p, Expr):
+            return change(p)
+        if isinstance(p, CExpr):
+            return CExpr(*(go(q) for q in p.parts), atomic=p.atomic)
+        if isinstance(p, MemRef):
+            return MemRef(p.mem, change(p.offset))
+        if isinstance(p, VLoad):
+            return VLoad(p.mem, change(p.offset), p.width)
+        if isinstance(p, Guarded):
+            index = change(p.index)
+            if prove_nonneg(index) and prove_lt(index, p.n):
+                return go(p.inside).paren()  # the condition holds now: the read is the element
+            return Guarded(index, p.n, go(p.inside), go(p.border))
+        if isinstance(p, VectorOf):
+            return vector_of(p.ctype, tuple(go(lane) for lane in p.lanes))
+        return p
+
+    return go(e)
 
 
 # ------------------------------------------------------------------------------------------------ code builder
@@ -181,12 +319,13 @@ class Code:
         self.depth -= 1
         self.line("}" + suffix)
 
-    def render(self, base_indent: int = 0) -> str:
+    def render(self, base_indent: int = 0, registers: Registers = frozenset()) -> str:
         out = []
         for depth, parts in self.lines:
-            text = "".join(_render(p) for p in parts)
+            text = "".join(render(p, registers) for p in parts)
             out.append("    " * (depth + base_indent) + text if text else "")
         return "\n".join(out)
 
 
-__all__ = ["CExpr", "Code", "Memory", "MemRef", "c_type", "literal", "index_text", "INT", "FLOAT"]
+__all__ = ["CExpr", "Code", "Memory", "MemRef", "VLoad", "VectorOf", "Guarded", "c_type", "literal", "index_text",
+           "Param", "load", "guarded", "vector_of", "fragments", "indices", "substitute", "render", "INT", "FLOAT"]

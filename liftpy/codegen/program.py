@@ -1,7 +1,9 @@
 """From a typed program to OpenCL kernels and a launch plan: the code generator's route in one function.
 
 ``generate(program, sizes)`` specialises the program to the sizes, type-checks it, checks the legality of
-its parallel maps, cuts it into kernels, and emits each one. A program's body is a chain of ``val``s; each
+its parallel maps, cuts it into kernels, and compiles each one through the passes of
+:func:`liftpy.codegen.passes.compile_kernel` (lower to the kernel IR, place memory, insert barriers, version
+padded reads, split sequential loops, allocate private memory, choose the launch, print OpenCL C). A program's body is a chain of ``val``s; each
 ``val`` whose value contains a ``mapGlb`` or ``mapWrg`` is one kernel writing a global buffer that stays on
 the device for the kernels after it (the convolution pipeline has four), a ``val`` that only rearranges data
 is a view over earlier buffers, and the final expression is the last kernel, writing the output.
@@ -9,7 +11,6 @@ is a view over earlier buffers, and the final expression is the last kernel, wri
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -20,17 +21,12 @@ from ..ir import Let, Node, Prim, PVar, walk
 from ..primitives import PRIMITIVES
 from ..typecheck import TypedProgram, typecheck
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
-from .c import CExpr, Memory, c_type
-from .kernel import (
-    KernelContext,
-    KernelEmitter,
-    Launch,
-    check_nesting,
-    is_layout_only,
-    launch_for,
-    user_fun_source,
-)
-from .views import MemDest, MemView, ScalarView, View, elem_count, leaf_type
+from . import kir
+from .c import CExpr, Memory, Param, c_type
+from .launch import Launch
+from .lower import KernelContext, Lowering, check_nesting, is_layout_only
+from .passes import compile_kernel
+from .views import MemView, ScalarView, View, elem_count, leaf_type
 
 
 @dataclass(frozen=True)
@@ -42,6 +38,7 @@ class KernelPlan:
     launch: Launch
     args: tuple[str, ...]
     produces: str  # the buffer it writes
+    ir: kir.Kernel | None = field(default=None, compare=False, repr=False)  # its kernel IR, after the passes
 
 
 @dataclass(frozen=True)
@@ -136,8 +133,6 @@ def generate(
             f"sizes unknown at compile time: {', '.join(sorted(unknown))} (give them with --size NAME=VALUE)", fun.span
         )
     check_nesting(fun.body)
-    # a padding view in the program: its kernels may read through it (directly or through a val bound to it)
-    reads_padding = any(isinstance(n, Prim) and PRIMITIVES[n.name].guards_reads for n in walk(fun.body))
 
     ctx = KernelContext()
     env: dict[str, View] = {}
@@ -148,7 +143,7 @@ def generate(
         name = c_name(p.name)
         ctx.taken.add(name)
         if isinstance(p.type, (ScalarType, VectorType)):
-            env[p.name] = ScalarView(CExpr(name, atomic=True), p.type)
+            env[p.name] = ScalarView(CExpr(Param(name), atomic=True), p.type)
             scalars.append((name, c_type(p.type)))
             continue
         if isinstance(leaf_type(p.type), TupleType) or isinstance(p.type, TupleType):
@@ -184,35 +179,26 @@ def generate(
     base = c_name(fun.name)
     for name, expr in stages:
         if not name:  # a view binding between kernels
-            env[expr.pattern.name] = _emitter_for_views(env, ctx).value(expr.value, "kernel")
+            env[expr.pattern.name] = Lowering(env, ctx).value(expr.value, "kernel")
             continue
         out_name = ctx.fresh(c_name(name))
         t = expr.type
         if isinstance(t, TupleType) or isinstance(leaf_type(t), TupleType):
             raise CodegenError(f"{name}: a kernel cannot produce tuples yet; produce one array per kernel", expr.span)
         out_mem = Memory(out_name, "global", leaf_type(t), elem_count(t))
-        memories[out_name] = out_mem
         buffers.append(BufferPlan(out_name, "output" if name == "output" else "temp", shape_of(t), _dtype(t)))
         kernel_name = base if kernel_count == 1 else f"{base}_{c_name(name)}"
-        launch = launch_for(expr, device)
-        emitter = KernelEmitter(kernel_name, launch, env, ctx)
-        emitter.reads_padding = reads_padding
-        emitter.emit(expr, MemDest(out_mem, t), "kernel")
-        launch = launch_for(expr, device, emitter.private_bytes)  # a CPU's work-groups sized by the private memory
-        source, args = _assemble(emitter, out_mem, memories, scalars, program_file=typed.program.filename, what=name)
-        local_bytes[kernel_name] = sum(m.bytes for m in emitter.local_decls)
-        if local_bytes[kernel_name] > device.local_mem_size:
-            raise CodegenError(
-                f"kernel {kernel_name} needs {local_bytes[kernel_name]} bytes of local memory; the device has "
-                f"{device.local_mem_size}",
-                expr.span,
-            )
-        kernels.append(KernelPlan(kernel_name, source, launch, args, out_name))
+        header = f"// generated by liftpy from {typed.program.filename}: kernel {kernel_name} computes {name}"
+        try:
+            compiled = compile_kernel(kernel_name, expr, out_mem, env, ctx, device, memories, scalars, header)
+        except CodegenError as e:
+            raise e.with_span(expr.span)
+        memories[out_name] = out_mem
+        local_bytes[kernel_name] = sum(m.bytes for m in compiled.kernel.locals)
+        kernels.append(KernelPlan(kernel_name, compiled.source, compiled.kernel.launch, compiled.args, out_name,
+                                  compiled.kernel))
         if name != "output":
             env[name] = MemView(out_mem, t)
-        for temp in ctx.temp_buffers:
-            if temp.name not in memories:
-                raise CodegenError(f"internal: global temporary {temp.name} escaped its kernel")
     return GeneratedProgram(
         fun.name,
         tuple(kernels),
@@ -234,35 +220,6 @@ def _dtype(t: Type) -> str:
 def _has_kernel(node: Node) -> bool:
     """A global or work-group map: the top of a kernel."""
     return any(isinstance(n, Prim) and PRIMITIVES[n.name].parallel in ("global", "work-group") for n in walk(node))
-
-
-def _emitter_for_views(env, ctx) -> KernelEmitter:
-    return KernelEmitter("views", Launch((1,), None), env, ctx)
-
-
-def _assemble(emitter: KernelEmitter, out_mem: Memory, memories: dict[str, Memory], scalars, program_file: str, what: str):
-    body = emitter.code.render(base_indent=1)
-    used = set(re.findall(r"\b\w+\b", body))
-    args: list[str] = []
-    params: list[str] = []
-    for name, mem in memories.items():
-        if name not in used or mem is out_mem:
-            continue
-        args.append(name)
-        params.append(f"const global {c_type(mem.leaf)}* restrict {name}")
-    for name, ctype in scalars:
-        if name in used:
-            args.append(name)
-            params.append(f"const {ctype} {name}")
-    args.append(out_mem.name)
-    params.append(f"global {c_type(out_mem.leaf)}* restrict {out_mem.name}")
-    header = f"// generated by liftpy from {program_file}: kernel {emitter.name} computes {what}"
-    funs = "".join(user_fun_source(f) + "\n" for f in emitter.user_funs.values())
-    funs = "".join(h + "\n" for h in emitter.helpers.values()) + funs
-    decls = "".join(f"    {m.declaration()}\n" for m in emitter.local_decls)
-    signature = f"kernel void {emitter.name}(" + ",\n        ".join(params) + ")"
-    source = f"{header}\n\n{funs}{signature} {{\n{decls}{body}\n}}\n"
-    return source, tuple(args)
 
 
 __all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "shape_of"]

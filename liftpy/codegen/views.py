@@ -29,7 +29,8 @@ from .. import arith
 from ..arith import Expr, as_expr, prove_eq, prove_lt, prove_nonneg
 from ..errors import CodegenError
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
-from .c import CExpr, Code, Memory, c_type, index_text, literal
+from .c import CExpr, Memory, c_type, guarded, literal, load, vector_of
+from .kir import Store, VStore
 
 
 # ------------------------------------------------------------------------------------------------ paths
@@ -116,7 +117,7 @@ class MemView(View):
 
     def read(self, path):
         offset, rest = self.offset(path)
-        ref = CExpr(self.mem.ref(offset), atomic=True)
+        ref = load(self.mem, offset)
         if _is_width_one(self.mem.leaf):
             return ref  # a vector of one lane is a scalar in C
         return _lane(ref, rest)
@@ -335,17 +336,6 @@ class MapView(View):
         return self.apply(self.inner.access(i)).address(rest)
 
 
-class Guarded(CExpr):
-    """A read of a padded array: the element when ``0 <= index < n``, else the padding value. The code
-    generator looks for these to version kernels (see ``KernelEmitter.interior``)."""
-
-    __slots__ = ("index", "n")
-
-    def __init__(self, index: Expr, n: Expr, *parts):
-        super().__init__(*parts, atomic=True)
-        self.index, self.n = index, n
-
-
 class PadView(View):
     """pad(l, r, value): reads outside the original array give the value (or the clamped edge element)."""
 
@@ -370,8 +360,7 @@ class PadView(View):
         border = self.value.read(rest if not isinstance(self.value, (ConstView, ScalarView)) else ())
         if rest and isinstance(rest[-1], Lane) and isinstance(self.value, ScalarView):
             border = self.value.read(rest[-1:])
-        jc = index_text(j).paren()
-        return Guarded(j, self.n, "((0 <= ", jc, " && ", jc, f" < {self.n.as_int()}) ? ", inner, " : ", border, ")")
+        return guarded(j, self.n, inner, border)
 
     def address(self, path):
         i, rest = _split_index(path, "pad")
@@ -393,25 +382,9 @@ class AsVectorView(View):
         if rest:
             (lane,) = rest
             return self.inner.read((Index(i * v + lane.lane),))
-        first = self.inner.address((Index(i * v),))
-        if first is not None and v > 1:
-            mem, offset = first
-            contiguous = all(
-                (a := self.inner.address((Index(i * v + k),))) is not None
-                and a[0] is mem
-                and prove_eq(a[1], offset + k)
-                for k in range(1, v)
-            )
-            if contiguous and mem.space != "private":
-                return CExpr(f"vload{v}(0, {mem.c_name} + ", index_text(offset), ")", atomic=True)
         if v == 1:
             return self.inner.read((Index(i),))
-        lanes = [self.inner.read((Index(i * v + k),)) for k in range(v)]
-        parts: list = [f"(({c_type(self.type.elem)})("]
-        for k, lane_expr in enumerate(lanes):
-            parts += [", " if k else "", lane_expr]
-        parts.append("))")
-        return CExpr(*parts, atomic=True)
+        return vector_of(c_type(self.type.elem), tuple(self.inner.read((Index(i * v + k),)) for k in range(v)))
 
 
 class SingletonView(View):
@@ -435,7 +408,8 @@ class Dest:
 
     type: Type
 
-    def write(self, code: Code, path: Path, value: CExpr):
+    def write(self, out, path: Path, value: CExpr):
+        """Add the statements writing the leaf at ``path`` to ``out`` (``out.add(statement)``)."""
         raise NotImplementedError
 
     def access(self, i: Expr) -> "Dest":
@@ -457,14 +431,13 @@ class MemDest(Dest):
         self.mem, self.type, self.base = mem, t, base
         self.view = MemView(mem, t, base)
 
-    def write(self, code, path, value):
+    def write(self, out, path, value):
         offset, rest = self.view.offset(path)
         if rest and not _is_width_one(self.mem.leaf):
             (lane,) = rest
-            k = lane.lane.as_int()
-            code.line(CExpr(self.mem.ref(offset), atomic=True).paren(), f".s{k:x} = ", value, ";")
+            out.add(Store(self.mem, offset, value, lane.lane.as_int()))
         else:
-            code.line(self.mem.ref(offset), " = ", value, ";")
+            out.add(Store(self.mem, offset, value))
 
     def memory(self):
         return self.mem
@@ -479,8 +452,8 @@ class AccessDest(Dest):
             raise CodegenError(f"internal: indexing a destination of type {inner.type}")
         self.inner, self.i, self.type = inner, i, inner.type.elem
 
-    def write(self, code, path, value):
-        self.inner.write(code, (Index(self.i),) + path, value)
+    def write(self, out, path, value):
+        self.inner.write(out, (Index(self.i),) + path, value)
 
     def address(self, path):
         return self.inner.address((Index(self.i),) + path)
@@ -490,8 +463,8 @@ class GetDest(Dest):
     def __init__(self, inner: Dest, c: int):
         self.inner, self.c, self.type = inner, c, inner.type.elems[c]
 
-    def write(self, code, path, value):
-        self.inner.write(code, (Get(self.c),) + path, value)
+    def write(self, out, path, value):
+        self.inner.write(out, (Get(self.c),) + path, value)
 
 
 class TupleDest(Dest):
@@ -500,13 +473,13 @@ class TupleDest(Dest):
     def __init__(self, dests: tuple[Dest, ...], t: Type):
         self.dests, self.type = dests, t
 
-    def write(self, code, path, value):
+    def write(self, out, path, value):
         route = ZipView(self.dests, self.type) if isinstance(self.type, ArrayType) else None
         if route is not None:
             c, rest = route._route(path)
         else:
             c, rest = _pop_get(path)
-        self.dests[c].write(code, rest, value)
+        self.dests[c].write(out, rest, value)
 
 
 class _IndexDest(Dest):
@@ -516,8 +489,8 @@ class _IndexDest(Dest):
     def transform(self, path: Path) -> Path:
         raise NotImplementedError
 
-    def write(self, code, path, value):
-        self.inner.write(code, self.transform(path), value)
+    def write(self, out, path, value):
+        self.inner.write(out, self.transform(path), value)
 
     def address(self, path):
         return self.inner.address(self.transform(path))
@@ -558,9 +531,9 @@ class MapDest(Dest):
     def __init__(self, inner: Dest, t: Type, through):
         self.inner, self.type, self.through = inner, t, through  # through: element dest -> dest for xs[i]
 
-    def write(self, code, path, value):
+    def write(self, out, path, value):
         i, rest = _split_index(path, "map")
-        self.through(self.inner.access(i)).write(code, rest, value)
+        self.through(self.inner.access(i)).write(out, rest, value)
 
     def address(self, path):
         i, rest = _split_index(path, "map")
@@ -573,22 +546,22 @@ class AsScalarDest(Dest):
     def __init__(self, inner: Dest, t: Type, width: Expr):
         self.inner, self.type, self.width = inner, t, width
 
-    def write(self, code, path, value):
+    def write(self, out, path, value):
         i, rest = _split_index(path, "asScalar")
         v = self.width.as_int()
         if rest or v == 1:
             lane = rest[0].lane if rest else 0
-            self.inner.write(code, (Index(i * v + lane),), value)
+            self.inner.write(out, (Index(i * v + lane),), value)
             return
         first = self.inner.address((Index(i * v),))
         if first is not None and first[0].space != "private" and all(
             (a := self.inner.address((Index(i * v + k),))) is not None and a[0] is first[0] and prove_eq(a[1], first[1] + k)
             for k in range(1, v)
         ):
-            code.line(f"vstore{v}(", value, f", 0, {first[0].c_name} + ", index_text(first[1]), ");")
+            out.add(VStore(first[0], first[1], v, value))
             return
         for k in range(v):
-            self.inner.write(code, (Index(i * v + k),), CExpr(value.paren(), f".s{k:x}", atomic=True))
+            self.inner.write(out, (Index(i * v + k),), CExpr(value.paren(), f".s{k:x}", atomic=True))
 
 
 __all__ = [

@@ -1,39 +1,36 @@
-"""One OpenCL kernel from one typed, size-specialised, low-level expression.
+"""Lowering: one kernel's typed, size-specialised, low-level expression to kernel IR (:mod:`.kir`).
 
-Code is generated in destination-passing style: ``emit(node, dest)`` writes the value of ``node`` into
-``dest``, ``value(node)`` gives a :class:`~liftpy.codegen.views.View` to read it. Layout primitives only
-build views (reading) or destination transforms (writing); computing primitives emit loops and
-assignments; a computed value used as an input is *materialised* into memory first, in the address space
-the program asks for (``toPrivate``/``toLocal``/``toGlobal``) or, by default, the one of the level it is
-computed at (private inside a work-item, local inside a work-group).
+The first pass of the code generator's route (:func:`liftpy.codegen.passes.compile_kernel`). Code is lowered in
+destination-passing style: ``emit(node, dest)`` adds the statements writing the value of ``node`` into
+``dest``; ``value(node)`` gives a :class:`~liftpy.codegen.views.View` to read it. Layout primitives only build
+views (reading) or destination transforms (writing); computing primitives become loops and stores; a computed
+value used as an input is *materialised* into memory first (an :class:`~.kir.Alloc` and a
+:class:`~.kir.Produce`), in the address space the program asks for (``toPrivate``/``toLocal``/``toGlobal``)
+or, by default, the one of the level it is computed at (private inside a work-item, local inside a
+work-group).
 
-``mapGlb/mapWrg/mapLcl(d)`` become loops over ``get_global_id/get_group_id/get_local_id(d)``; the loop is
-dropped when the launch has exactly as many work-items (or groups) as elements, as in the paper's listing 2.
-A barrier follows every write to local memory that other work-items read, at work-group level where every
-work-item reaches it. A kernel of mapGlb only leaves the local size free; on a CPU it is chosen so that every
-core has work-groups to the end (:func:`cpu_work_groups`). Sequential loops whose index is divided by a chain
-of divisors become loop nests (:meth:`KernelEmitter.sequential_loop`).
+``mapGlb/mapWrg/mapLcl(d)`` become :class:`~.kir.ParFor` loops at their level and dimension, sequential maps
+and reductions :class:`~.kir.SeqFor` loops, unrolled ones :class:`~.kir.Unrolled` steps. What the lowering
+leaves to later passes: where barriers go, splitting loops at their indices' divisors, interior versions of
+padded reads, which private arrays live in registers, the launch, and the C text.
 """
 
 from __future__ import annotations
 
-import copy
-import math
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .. import arith
 from ..arith import Range
-from ..device import Device
 from ..errors import CodegenError
-from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var, walk
+from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var
 from ..primitives import PRIMITIVES, SCALAR_OPS, primitive_of
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
-from .c import CExpr, Code, Memory, c_type
+from . import kir
+from .c import CExpr, Memory, c_type
 from .views import (
     ConstView,
-    Guarded,
     Dest,
     MapDest,
     MapView,
@@ -50,34 +47,11 @@ from .views import (
 )
 
 
-
 def _length(node: Node) -> int:
     t = node.type
     if not isinstance(t, ArrayType) or t.size.as_int() is None:
         raise CodegenError(f"the length of {t} is not known at compile time", node.span)
     return t.size.as_int()
-
-
-# ------------------------------------------------------------------------------------------------ launch geometry
-@dataclass(frozen=True)
-class Launch:
-    """The NDRange of a kernel: global and local sizes per dimension (local None: the runtime chooses)."""
-
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None
-
-    @property
-    def work_items(self) -> int:
-        return math.prod(self.global_size)
-
-    def threads(self, parallel: str, dim: int) -> int:
-        """How many work-items ("global", "local") or work-groups ("work-group") run along ``dim``."""
-        if parallel == "global":
-            return self.global_size[dim]
-        assert self.local_size is not None
-        if parallel == "local":
-            return self.local_size[dim]
-        return self.global_size[dim] // self.local_size[dim]
 
 
 def check_nesting(expr: Node) -> None:
@@ -140,82 +114,12 @@ def check_nesting(expr: Node) -> None:
     go(expr, frozenset(), frozenset(), frozenset(), None)
 
 
-def launch_for(expr: Node, limits: Device, private_bytes: int = 0) -> Launch:
-    """The NDRange from the kernel's parallel maps (the paper's table 1): groups from mapWrg, work-items per
-    group from mapLcl, global work-items from mapGlb; local sizes shrunk to fit the device (loops take the rest).
-    A mapGlb kernel's local size is free: on a CPU it is chosen (:func:`cpu_work_groups`) for work-items with
-    ``private_bytes`` of private memory each, known once the kernel is emitted."""
-    wrg: dict[int, int] = {}
-    lcl: dict[int, int] = {}
-    glb: dict[int, int] = {}
-    for node in walk(expr):
-        parallel = isinstance(node, Prim) and PRIMITIVES[node.name].parallel
-        if parallel:
-            d, n = node.params[0], _length(node)
-            table = {"work-group": wrg, "local": lcl, "global": glb}[parallel]
-            table[d] = max(table.get(d, 0), n)
-    if not wrg and not glb:
-        raise CodegenError("a kernel needs a parallel map (mapGlb or mapWrg) at its top", expr.span)
-    dims = max([*wrg, *glb]) + 1
-    if glb:
-        global_size = tuple(glb.get(d, 1) for d in range(dims))
-        return Launch(global_size, cpu_work_groups(global_size, limits, private_bytes=private_bytes)
-                      if limits.is_cpu else None)
-    local = [min(lcl.get(d, 1), limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
-             for d in range(dims)]
-    while math.prod(local) > limits.max_work_group_size:
-        biggest = max(range(dims), key=lambda d: local[d])
-        local[biggest] = (local[biggest] + 1) // 2
-    groups = [wrg.get(d, 1) for d in range(dims)]
-    return Launch(tuple(g * l for g, l in zip(groups, local)), tuple(local))
-
-
-def _divisors(n: int) -> list[int]:
-    small = [c for c in range(1, math.isqrt(n) + 1) if n % c == 0]
-    return sorted({*small, *(n // c for c in small)})
-
-
-#: private memory of one work-group on a CPU: PoCL keeps every work-item's private values for the whole group
-#: on a worker thread's stack. A group of 392 work-items with 8 KiB each crashed it (SIGSEGV); 56 did not.
-CPU_GROUP_PRIVATE_BYTES = 512 * 1024
-
-
-def cpu_work_groups(global_size: tuple[int, ...], limits: Device, per_unit: int = 8,
-                    private_bytes: int = 0) -> tuple[int, ...]:
-    """Local sizes for a mapGlb kernel on a CPU, where the code does not depend on them.
-
-    A CPU driver runs each work-group on one thread, so what matters is enough groups to keep every core busy
-    to the end: at least ``per_unit`` per compute unit, a multiple of the units where possible. PoCL's own
-    choice for VGG-16 layer 19's direct convolution (global 7 x 28 x 8) was 7 groups of 1 x 28 x 8 for 2
-    cores: 4 rounds of work where 3.5 would do; 16 groups of 7 x 14 x 1 ran the kernel 14% faster. Groups
-    are grown from dimension 0 outwards and stop at the first dimension not taken whole, so a group's work-items
-    are neighbours in the innermost dimensions (there, the pixels sharing one group of weights). A group's
-    private memory (``private_bytes`` per work-item) stays within :data:`CPU_GROUP_PRIVATE_BYTES`."""
-    target = per_unit * max(1, limits.compute_units)
-    groups = math.prod(global_size)
-    local = [1] * len(global_size)
-    largest = min(limits.max_work_group_size, max(1, CPU_GROUP_PRIVATE_BYTES // max(1, private_bytes)))
-    for d, n in enumerate(global_size):
-        cap = min(largest // math.prod(local),
-                  limits.max_work_item_sizes[d] if d < len(limits.max_work_item_sizes) else 1)
-        fits = [c for c in _divisors(n) if c <= cap and groups // c >= target]
-        if not fits:
-            break
-        balanced = [c for c in fits if (groups // c) % max(1, limits.compute_units) == 0]
-        local[d] = max(balanced or fits)
-        groups //= local[d]
-        if local[d] < n:
-            break
-    return tuple(local)
-
-
 # ------------------------------------------------------------------------------------------------ the emitter
 @dataclass
 class KernelContext:
-    """What a kernel shares with the rest of the compilation: names in use and global buffers."""
+    """What a kernel shares with the rest of the compilation: the names in use."""
 
     taken: set[str] = field(default_factory=set)
-    temp_buffers: list[Memory] = field(default_factory=list)
 
     def fresh(self, base: str) -> str:
         name, i = base, 1
@@ -225,22 +129,27 @@ class KernelContext:
         return name
 
 
-class KernelEmitter:
-    """Emits the body of one kernel (see the module docstring)."""
+class Lowering:
+    """Lowers one kernel's expression to kernel IR statements (see the module docstring)."""
 
-    def __init__(self, name: str, launch: Launch, env: dict[str, View], ctx: KernelContext):
-        self.name = name
-        self.launch = launch
+    def __init__(self, env: dict[str, View], ctx: KernelContext):
         self.env = dict(env)
         self.ctx = ctx
-        self.code = Code()
-        self.local_decls: list[Memory] = []
+        self.statements: list[list] = [[]]  # the bodies being built, innermost last
         self.user_funs: dict[str, UserFun] = {}
         self.helpers: dict[str, str] = {}  # OpenCL helper functions the kernel calls, by name
-        self.barriers = 0
-        self.probing = False  # emitting a loop body only to see its index expressions (see sequential_loop)
-        self.reads_padding = False  # the kernel reads through a padding view: worth versioning (see interior)
-        self.private_bytes = 0  # private memory declared, over every version of the code (see cpu_work_groups)
+
+    def add(self, stmt: kir.Stmt) -> None:
+        self.statements[-1].append(stmt)
+
+    def collect(self, build: Callable[[], None]) -> tuple:
+        """The statements ``build()`` adds, as a body (not added here)."""
+        self.statements.append([])
+        try:
+            build()
+        finally:
+            body = self.statements.pop()
+        return tuple(body)
 
     # -------------------------------------------------------------------------------- binding
     @contextmanager
@@ -373,9 +282,7 @@ class KernelEmitter:
                 node.span,
             )
         view, dest = self.allocate(node.type, space, base or _base_name(node))
-        self.emit(node, dest, level)
-        if level == "group" and space in ("local", "global"):
-            self.barrier(space)  # work-items of the group read what the others wrote
+        self.add(kir.Produce(space, self.collect(lambda: self.emit(node, dest, level))))
         return view, dest
 
     def allocate(self, t: Type, space: str, base: str) -> tuple[View, Dest]:
@@ -389,20 +296,8 @@ class KernelEmitter:
                 parts.append(self.allocate(_replace_leaf(dims_t, e), space, f"{base}{i}"))
             return ZipView(tuple(v for v, _ in parts), t), TupleDest(tuple(d for _, d in parts), t)
         mem = Memory(self.ctx.fresh(base), space, leaf, elem_count(t))
-        if space == "private":
-            self.private_bytes += mem.bytes
-        if space == "local":
-            self.local_decls.append(mem)
-        elif space == "private":
-            self.code.line(mem.declaration())
-        else:
-            self.ctx.temp_buffers.append(mem)
+        self.add(kir.Alloc(mem))
         return MemView(mem, t), MemDest(mem, t)
-
-    def barrier(self, space: str):
-        fence = "CLK_LOCAL_MEM_FENCE" if space == "local" else "CLK_GLOBAL_MEM_FENCE"
-        self.code.line(f"barrier({fence});")
-        self.barriers += 1
 
     # -------------------------------------------------------------------------------- statements
     def emit(self, node: Node, dest: Dest, level: str) -> None:
@@ -450,7 +345,7 @@ class KernelEmitter:
 
     def emit_fun(self, fun: Node, arg: View, dest: Dest, level: str):
         if isinstance(fun, UserFun):
-            dest.write(self.code, (), self.call_user_fun(fun, arg))
+            dest.write(self, (), self.call_user_fun(fun, arg))
             return
         with self.bound(fun.param, arg):
             self.emit(fun.body, dest, level)
@@ -458,7 +353,7 @@ class KernelEmitter:
     def copy(self, view: View, dest: Dest, t: Type, level: str):
         """Element-by-element copy of a view into a destination."""
         if isinstance(t, (ScalarType, VectorType)):
-            dest.write(self.code, (), view.read(()))
+            dest.write(self, (), view.read(()))
             return
         if isinstance(t, TupleType):
             for c, e in enumerate(t.elems):
@@ -466,10 +361,8 @@ class KernelEmitter:
             return
         n = t.size.as_int()
         var = arith.Var(self.ctx.fresh("c"), Range(arith.Const(0), arith.Const(n - 1)))
-        self.code.open(f"for (int {var.name} = 0; {var.name} < {n}; {var.name}++)")
-        self.code.comment("copy")
-        self.copy(view.access(var), dest.access(var), t.elem, level)
-        self.code.close()
+        body = self.collect(lambda: self.copy(view.access(var), dest.access(var), t.elem, level))
+        self.add(kir.SeqFor(var, n, "copy", body, splittable=False))
 
     # -------------------------------------------------------------------------------- loops
     def emit_map(self, node: Prim, dest: Dest, level: str):
@@ -480,153 +373,20 @@ class KernelEmitter:
         # the body of a mapWrg runs for a work-group, that of a mapGlb or mapLcl for a work-item
         inner_level = {"work-group": "group", "local": "item", "global": "item"}.get(prim.parallel, level)
         if prim.unrolled:
-            self.code.comment(f"{kind} over {n}")
-            for k in range(n):
-                self.emit_fun(f, xv.access(arith.Const(k)), dest.access(arith.Const(k)), inner_level)
+            steps = self.collect(lambda: [self.emit_fun(f, xv.access(arith.Const(k)), dest.access(arith.Const(k)),
+                                                        inner_level) for k in range(n)])
+            self.add(kir.Unrolled(f"{kind} over {n}", steps))
             return
-        before = self.barriers
-
-        def body(emitter: "KernelEmitter", i: arith.Expr):
-            emitter.emit_fun(f, xv.access(i), dest.access(i), inner_level)
-            if level == "group" and prim.sequential and emitter.barriers > before:
-                emitter.barrier("local")  # the next iteration overwrites what this one shared
-
         if prim.sequential:
-            self.sequential_loop(kind, n, body)
+            var = arith.Var(self.ctx.fresh(prim.loop_name), Range(arith.Const(0), arith.Const(n - 1)))
+            body = self.collect(lambda: self.emit_fun(f, xv.access(var), dest.access(var), inner_level))
+            self.add(kir.SeqFor(var, n, f"{kind} over {n} element(s)", body))
             return
         dim = node.params[0]
-        index = self.ctx.fresh(prim.loop_name + str(dim))
-        var = arith.Var(index, Range(arith.Const(0), arith.Const(n - 1)))
-        with self.loop(var, n, kind, dim, f"{kind}({dim}) over {n} element(s)"):
-            self.interior(var, n, body)
-
-    def interior(self, var: arith.Var, n: int, body) -> None:
-        """``body(emitter, var)``, versioned when it reads padded arrays: an interior version for the values of
-        ``var`` at which every padding condition that depends on it holds, the general one for the border.
-
-        Reading an input through its padding view (no padded copy) puts a condition at every read of a
-        reduction's inner loop; for most work-items the window lies inside the input. In the interior
-        version ``var`` carries the narrower range, so the views prove the conditions and drop them (and
-        vector reads become vector loads). The interval comes from a scratch emission of the body; the
-        conditions that stay are still checked, so it only decides how much code is fast."""
-        if self.probing or not self.reads_padding:
-            body(self, var)
-            return
-        guards, (lo, hi) = self._interior_interval(var, n, body)
-        if not guards:  # no padding condition in this body: the maps nested in it need not look again
-            self.reads_padding = False
-            try:
-                body(self, var)
-            finally:
-                self.reads_padding = True
-            return
-        if lo > hi or (lo == 0 and hi == n - 1):
-            body(self, var)
-            return
-        inside = arith.Var(var.name, Range(arith.Const(lo), arith.Const(hi)))
-        tests = ([f"{lo} <= {var.name}"] if lo > 0 else []) + ([f"{var.name} <= {hi}"] if hi < n - 1 else [])
-        self.code.open(f"if ({' && '.join(tests)})")
-        self.code.comment(f"interior: no padding condition depends on {var.name}")
-        body(self, inside)
-        self.code.close()
-        self.code.open("else")
-        body(self, var)
-        self.code.close()
-
-    def _interior_interval(self, var: arith.Var, n: int, body) -> tuple[int, tuple[int, int]]:
-        """How many padding conditions a scratch emission of the body has, and the values of ``var`` for which
-        every one ``0 <= a*var + rest < m`` holds whatever the other variables."""
-        probe = self._probe()
-        body(probe, var)
-        lo, hi = 0, n - 1
-        guards = list(_guards(probe.code))
-        for guard in guards:
-            index, m = guard.index, guard.n.as_int()
-            if var not in index.free_vars() or m is None:
-                continue
-            at0, at1, at2 = (index.subs({var: k}) for k in (0, 1, 2))
-            step = (at1 - at0).as_int()
-            if step is None or step <= 0 or (at2 - at1).as_int() != step:
-                continue  # not increasing linearly in var: this condition stays in both versions
-            rest_lo, rest_hi = (b.as_int() if b is not None else None for b in arith.bounds(at0))
-            if rest_lo is None or rest_hi is None:
-                continue
-            lo = max(lo, -(rest_lo // step))  # step*var + rest_lo >= 0
-            hi = min(hi, (m - 1 - rest_hi) // step)  # step*var + rest_hi <= m - 1
-        return len(guards), (lo, hi)
-
-    def _probe(self) -> "KernelEmitter":
-        """A scratch copy of this emitter: code emitted into it only shows what the real emission would be."""
-        probe = copy.copy(self)
-        probe.code, probe.env, probe.probing = Code(), dict(self.env), True
-        probe.ctx = KernelContext(set(self.ctx.taken), list(self.ctx.temp_buffers))
-        probe.local_decls, probe.user_funs, probe.helpers = list(self.local_decls), dict(self.user_funs), dict(self.helpers)
-        return probe
-
-    def sequential_loop(self, kind: str, n: int, body) -> None:
-        """A sequential loop over ``n`` elements, ``body(emitter, index)`` emitting one step.
-
-        Views of joined arrays index them with divisions: a reduction over a flattened 3 x 3 x 512 window
-        reads ``in[15360*(j/1536) + 512*(j/512%3) + j%512]``, a division and two remainders per step of a
-        loop whose step is a handful of vector FMAs. When the divisors of the index form a chain dividing
-        ``n``, the loop becomes a nest of loops, one per factor, and the index their weighted sum, which the
-        arithmetic simplifies (``in[15360*ky + 512*kx + c]``). The steps run in the same order, so the result
-        is the same to the bit. The divisors are found by emitting the body once into a scratch emitter."""
-        base = PRIMITIVES[kind].loop_name
-        bounds = [] if self.probing else self._index_divisors(kind, n, body)
-        cuts = [1, *bounds, n]
-        loop_vars = [arith.Var(self.ctx.fresh(base), Range(arith.Const(0), arith.Const(cuts[k + 1] // cuts[k] - 1)))
-                     for k in reversed(range(len(cuts) - 1))]  # outermost first
-        index = sum((cuts[len(cuts) - 2 - k] * v for k, v in enumerate(loop_vars)), arith.Const(0))
-        shape = " x ".join(str(cuts[k + 1] // cuts[k]) for k in reversed(range(len(cuts) - 1)))
-        comment = f"{kind} over {n} element(s)" + (f", as {shape}" if bounds else "")
-        for k, v in enumerate(loop_vars):
-            extent = v.range.hi.as_int() + 1
-            self.code.open(f"for (int {v.name} = 0; {v.name} < {extent}; {v.name}++)")
-            if k == 0:
-                self.code.comment(comment)
-        body(self, index)
-        for _ in loop_vars:
-            self.code.close()
-
-    def _index_divisors(self, kind: str, n: int, body) -> list[int]:
-        """The divisors d (1 < d < n, d | n, each dividing the next) of ``j/d`` and ``j%d`` in the body's code."""
-        probe = self._probe()
-        var = arith.Var(probe.ctx.fresh(PRIMITIVES[kind].loop_name), Range(arith.Const(0), arith.Const(n - 1)))
-        body(probe, var)
-        text = probe.code.render()
-        found = set()
-        for m in re.finditer(rf"(?<![\w.]){re.escape(var.name)}([/%])(\d+)(?:%(\d+))?", text):
-            d = int(m.group(2))
-            found.add(d)
-            if m.group(1) == "/" and m.group(3):
-                found.add(d * int(m.group(3)))  # j/a%b == (j % (a*b))/a
-        chain: list[int] = []
-        for d in sorted(found):
-            if 1 < d < n and n % d == 0 and (not chain or d % chain[-1] == 0):
-                chain.append(d)
-        return chain
-
-    @contextmanager
-    def loop(self, var: arith.Var, n: int, kind: str, dim: int, comment: str):
-        """A parallel map's loop over the work-items (groups) of dimension ``dim``, dropped when they match."""
-        name = var.name
-        query, count = PRIMITIVES[kind].index_queries
-        threads = self.launch.threads(PRIMITIVES[kind].parallel, dim)
-        if threads == n:  # as many work-items (groups) as elements: no loop
-            self.code.line(f"int {name} = {query}({dim});  // {comment}")
-            yield
-            return
-        elif threads > n:
-            self.code.open(f"for (int {name} = {query}({dim}); {name} < {n}; {name} += {threads})")
-            self.code.comment(f"{comment} ({threads} in the launch: at most one each)")
-        else:
-            self.code.open(f"for (int {name} = {query}({dim}); {name} < {n}; {name} += {count}({dim}))")
-            self.code.comment(comment)
-        try:
-            yield
-        finally:
-            self.code.close()
+        var = arith.Var(self.ctx.fresh(prim.loop_name + str(dim)), Range(arith.Const(0), arith.Const(n - 1)))
+        body = self.collect(lambda: self.emit_fun(f, xv.access(var), dest.access(var), inner_level))
+        self.add(kir.ParFor(var, n, prim.parallel, dim, f"{kind}({dim}) over {n} element(s)", body,
+                            prim.index_queries))
 
     def reduce(self, node: Prim, level: str) -> View:
         """Run a sequential reduction; its accumulator (memory chosen by init's toX, else private) is the result."""
@@ -634,18 +394,15 @@ class KernelEmitter:
         n = _length(xs)
         acc_view, acc_dest = self.materialize(init, level, annotated_space(init) or "private", base="acc")
         xv = self.value(xs, level)
-        before = self.barriers
-        if PRIMITIVES[node.name].unrolled:
-            self.code.comment(f"{node.name} over {n} element(s)")
-            for k in range(n):
-                self.emit_fun(f, TupleView((acc_view, xv.access(arith.Const(k)))), acc_dest, level)
+        prim = PRIMITIVES[node.name]
+        if prim.unrolled:
+            steps = self.collect(lambda: [self.emit_fun(f, TupleView((acc_view, xv.access(arith.Const(k)))), acc_dest,
+                                                        level) for k in range(n)])
+            self.add(kir.Unrolled(f"{node.name} over {n} element(s)", steps))
         else:
-            def body(emitter: "KernelEmitter", j: arith.Expr):
-                emitter.emit_fun(f, TupleView((acc_view, xv.access(j))), acc_dest, level)
-                if level == "group" and emitter.barriers > before:
-                    emitter.barrier("local")  # the next step overwrites what this one shared
-
-            self.sequential_loop(node.name, n, body)
+            var = arith.Var(self.ctx.fresh(prim.loop_name), Range(arith.Const(0), arith.Const(n - 1)))
+            body = self.collect(lambda: self.emit_fun(f, TupleView((acc_view, xv.access(var))), acc_dest, level))
+            self.add(kir.SeqFor(var, n, f"{node.name} over {n} element(s)", body))
         return acc_view
 
     def emit_reduce(self, node: Prim, dest: Dest, level: str):
@@ -670,20 +427,6 @@ class KernelEmitter:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def _guards(code: Code):
-    """The padding conditions (:class:`Guarded` reads) in emitted code."""
-
-    def walk_parts(parts):
-        for p in parts:
-            if isinstance(p, CExpr):
-                if isinstance(p, Guarded):
-                    yield p
-                yield from walk_parts(p.parts)
-
-    for _, parts in code.lines:
-        yield from walk_parts(parts)
-
-
 def is_layout_only(node: Node) -> bool:
     """True when a node computes nothing: it only rearranges data (views), maps a layout function over an
     array (``map(transpose, xs)``, as slide2D does) or names constants."""
@@ -808,7 +551,7 @@ def user_fun_source(fun: UserFun) -> str:
         raise CodegenError(f"user function {fun.name}: nested tuples are not supported in OpenCL functions", fun.span)
     from ..arith import c_name
 
-    emitter = KernelEmitter(fun.name, Launch((1,), None), {}, KernelContext())
+    emitter = Lowering({}, KernelContext())
     env = {}
     params = []
     for name, t in zip(names, types):
@@ -820,5 +563,12 @@ def user_fun_source(fun: UserFun) -> str:
     return f"{deps}{c_type(fun.result_type)} {_fun_name(fun)}({', '.join(params)}) {{\n    return {body};\n}}\n"
 
 
-__all__ = ["KernelEmitter", "KernelContext", "Launch", "launch_for", "cpu_work_groups", "check_nesting",
-           "user_fun_source", "is_layout_only", "is_layout_map", "annotated_space"]
+def lower(name: str, expr: Node, output: Memory, env: dict[str, View], ctx: KernelContext) -> kir.Kernel:
+    """The kernel computing ``expr`` into ``output``, in kernel IR, with the views of ``env`` in scope."""
+    lowering = Lowering(env, ctx)
+    body = lowering.collect(lambda: lowering.emit(expr, MemDest(output, expr.type), "kernel"))
+    return kir.Kernel(name, body, output, dict(lowering.user_funs), dict(lowering.helpers))
+
+
+__all__ = ["Lowering", "KernelContext", "lower", "check_nesting", "user_fun_source", "is_layout_only",
+           "is_layout_map", "annotated_space"]

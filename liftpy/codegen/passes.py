@@ -1,0 +1,352 @@
+"""The code generator's route for one kernel, as named passes over the kernel IR (:mod:`.kir`).
+
+:func:`compile_kernel` reads as the list of passes. Each pass is a function from a :class:`~.kir.Kernel` to
+a new one (the IR is frozen); its docstring says what it guarantees to the passes after it. The last pass,
+:func:`print_opencl`, returns the C source and the kernel's argument list. Nothing here reads generated C
+back and nothing is lowered twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import arith
+from ..arith import Range
+from ..arith.expr import FloorDiv, Mod, Poly, _Binary
+from ..device import Device
+from ..errors import CodegenError
+from ..ir import Node
+from . import kir
+from .c import Code, Guarded, Memory, MemRef, Param, c_type, fragments
+from .launch import launch_for
+from .lower import KernelContext, lower, user_fun_source
+from .views import View
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A kernel's OpenCL C source, its arguments (buffer and scalar names, in order) and its final IR."""
+
+    source: str
+    args: tuple[str, ...]
+    kernel: kir.Kernel
+
+
+def compile_kernel(name: str, expr: Node, output: Memory, env: dict[str, View], ctx: KernelContext,
+                   device: Device, buffers: dict[str, Memory], scalars: list[tuple[str, str]],
+                   header: str) -> CompiledKernel:
+    """One kernel of a program, from its expression to OpenCL C: the code generator's route."""
+    kernel = lower(name, expr, output, env, ctx)
+    kernel = place_memory(kernel, device)
+    kernel = insert_barriers(kernel)
+    kernel = version_padded_reads(kernel)
+    kernel = split_sequential_loops(kernel, ctx)
+    kernel = allocate_private(kernel)
+    kernel = choose_launch(kernel, device)
+    source, args = print_opencl(kernel, buffers, scalars, header)
+    return CompiledKernel(source, args, kernel)
+
+
+# ------------------------------------------------------------------------------------------------ memory
+def place_memory(kernel: kir.Kernel, device: Device) -> kir.Kernel:
+    """Local memories move to the kernel's top (OpenCL declares them there), within the device's local memory;
+    after this pass every :class:`~.kir.Alloc` in the body is private. A global temporary is refused: a
+    kernel writes only its output buffer."""
+    locals_: list[Memory] = list(kernel.locals)
+
+    def go(body: tuple) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, kir.Alloc) and s.mem.space == "local":
+                if s.mem not in locals_:
+                    locals_.append(s.mem)
+                continue
+            if isinstance(s, kir.Alloc) and s.mem.space == "global":
+                raise CodegenError(f"kernel {kernel.name}: a temporary in global memory ({s.mem.name}) is not "
+                                   "supported: bind it with val to make it a kernel of its own")
+            out.append(kir.map_bodies(s, go))
+        return tuple(out)
+
+    body = go(kernel.body)
+    local_bytes = sum(m.bytes for m in locals_)
+    if local_bytes > device.local_mem_size:
+        raise CodegenError(f"kernel {kernel.name} needs {local_bytes} bytes of local memory; the device has "
+                           f"{device.local_mem_size}")
+    return replace(kernel, body=body, locals=tuple(locals_))
+
+
+def insert_barriers(kernel: kir.Kernel) -> kir.Kernel:
+    """Barriers where the work-items of a group share memory: after a value computed at work-group level
+    into local (or global) memory, which the group's work-items read next; and at the end of each step of a
+    sequential loop run by the whole group whose step has a barrier, since the next step overwrites what this
+    one shared. Only at work-group level (inside mapWrg, outside mapLcl), where every work-item reaches them."""
+
+    def go(body: tuple, level: str) -> tuple:
+        out = []
+        for s in body:
+            inner = level
+            if isinstance(s, kir.ParFor):
+                inner = "group" if s.level == "work-group" else "item"
+            s = kir.map_bodies(s, lambda b: go(b, inner))
+            if level == "group" and isinstance(s, kir.SeqFor) and any(
+                    isinstance(x, kir.Barrier) for x in kir.walk(s.body)):
+                s = replace(s, body=s.body + (kir.Barrier("local"),))
+            out.append(s)
+            if level == "group" and isinstance(s, kir.Produce) and s.space in ("local", "global"):
+                out.append(kir.Barrier(s.space))
+        return tuple(out)
+
+    return replace(kernel, body=go(kernel.body, "kernel"))
+
+
+# ------------------------------------------------------------------------------------------------ padding
+def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
+    """Parallel loops whose body reads through padding get two versions: an interior one for the values of
+    the loop variable at which every padding condition that depends on it holds, and the general one.
+
+    Reading an input through its padding view (no padded copy) puts a condition at every read of a
+    reduction's inner loop; for most work-items the window lies inside the input. In the interior version
+    the variable carries the narrower range, so the conditions it proves go and neighbouring lanes become
+    vector loads (:func:`~.c.substitute`). Conditions that stay are still checked: the interval decides only
+    how much of the code is fast, never what it computes."""
+
+    def go(body: tuple) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, kir.ParFor):
+                s = replace(s, body=_versioned(s.var, s.extent, s.body, go))
+            else:
+                s = kir.map_bodies(s, go)
+            out.append(s)
+        return tuple(out)
+
+    return replace(kernel, body=go(kernel.body))
+
+
+def _versioned(var: arith.Var, n: int, body: tuple, go) -> tuple:
+    guards = [f for s in kir.walk(body) for v in kir.values(s) for f in fragments(v) if isinstance(f, Guarded)]
+    if not guards:
+        return body
+    lo, hi = interior_interval(var, n, guards)
+    if lo > hi or (lo == 0 and hi == n - 1):
+        return go(body)
+    inside = arith.Var(var.name, Range(arith.Const(lo), arith.Const(hi)))
+    interior = kir.substitute_body(body, lambda e: e.subs({var: inside}))
+    return (kir.If(var, lo if lo > 0 else None, hi if hi < n - 1 else None,
+                   f"interior: no padding condition depends on {var.name}", go(interior), go(body)),)
+
+
+def interior_interval(var: arith.Var, n: int, guards: list[Guarded]) -> tuple[int, int]:
+    """The values of ``var`` in ``[0, n)`` for which every condition ``0 <= a*var + rest < m`` that increases
+    linearly in ``var`` holds, whatever the other variables."""
+    lo, hi = 0, n - 1
+    for guard in guards:
+        index, m = guard.index, guard.n.as_int()
+        if var not in index.free_vars() or m is None:
+            continue
+        at0, at1, at2 = (index.subs({var: k}) for k in (0, 1, 2))
+        step = (at1 - at0).as_int()
+        if step is None or step <= 0 or (at2 - at1).as_int() != step:
+            continue  # not increasing linearly in var: this condition stays in both versions
+        rest_lo, rest_hi = (b.as_int() if b is not None else None for b in arith.bounds(at0))
+        if rest_lo is None or rest_hi is None:
+            continue
+        lo = max(lo, -(rest_lo // step))  # step*var + rest_lo >= 0
+        hi = min(hi, (m - 1 - rest_hi) // step)  # step*var + rest_hi <= m - 1
+    return lo, hi
+
+
+# ------------------------------------------------------------------------------------------------ loops
+def split_sequential_loops(kernel: kir.Kernel, ctx: KernelContext) -> kir.Kernel:
+    """Sequential loops whose index is divided by a chain of divisors become loop nests.
+
+    Views of joined arrays index them with divisions: a reduction over a flattened 3 x 3 x 512 window reads
+    ``in[15360*(j/1536) + 512*(j/512%3) + j%512]``, a division and two remainders per step of a loop whose
+    step is a handful of vector FMAs. When the divisors of ``j`` form a chain dividing the loop's length, the
+    loop becomes one loop per factor and ``j`` their weighted sum, which the arithmetic simplifies
+    (``in[15360*ky + 512*kx + c]``). The steps run in the same order, so the result is the same to the bit."""
+
+    def go(body: tuple) -> tuple:
+        out = []
+        for s in body:
+            s = kir.map_bodies(s, go)  # inner loops first
+            if isinstance(s, kir.SeqFor) and s.splittable:
+                s = _split(s, ctx)
+            out.append(s)
+        return tuple(out)
+
+    return replace(kernel, body=go(kernel.body))
+
+
+def index_divisors(var: arith.Var, n: int, body: tuple) -> list[int]:
+    """The chain of divisors d (1 < d < n, d | n, each dividing the next) of ``var/d`` and ``var%d`` in the
+    body's index expressions (``var/a%b`` counts ``a`` and ``a*b``: it is ``(var % (a*b))/a``)."""
+    found: set[int] = set()
+    for e in kir.index_exprs(body):
+        for sub in _subexpressions(e):
+            if isinstance(sub, (FloorDiv, Mod)) and sub.num == var and sub.den.as_int() is not None:
+                found.add(sub.den.as_int())
+            if isinstance(sub, Mod) and isinstance(sub.num, FloorDiv) and sub.num.num == var \
+                    and sub.num.den.as_int() is not None and sub.den.as_int() is not None:
+                found.add(sub.num.den.as_int() * sub.den.as_int())
+    chain: list[int] = []
+    for d in sorted(found):
+        if 1 < d < n and n % d == 0 and (not chain or d % chain[-1] == 0):
+            chain.append(d)
+    return chain
+
+
+def _subexpressions(e: arith.Expr):
+    yield e
+    if isinstance(e, _Binary):
+        for operand in e.operands():
+            yield from _subexpressions(operand)
+    elif isinstance(e, Poly):
+        for monomial, _ in e.terms:
+            for atom, _ in monomial:
+                yield from _subexpressions(atom)
+
+
+def _split(loop: kir.SeqFor, ctx: KernelContext) -> kir.SeqFor:
+    chain = index_divisors(loop.var, loop.extent, loop.body)
+    if not chain:
+        return loop
+    cuts = [1, *chain, loop.extent]
+    extents = [cuts[k + 1] // cuts[k] for k in reversed(range(len(cuts) - 1))]  # outermost first
+    weights = [cuts[k] for k in reversed(range(len(cuts) - 1))]
+    names = [loop.var.name] + [ctx.fresh(loop.var.name) for _ in extents[1:]]
+    loop_vars = [arith.Var(name, Range(arith.Const(0), arith.Const(extent - 1)))
+                 for name, extent in zip(names, extents)]
+    index = sum((w * v for w, v in zip(weights, loop_vars)), arith.Const(0))
+    body = kir.substitute_body(loop.body, lambda e: e.subs({loop.var: index}))
+    label = f"{loop.label}, as {' x '.join(str(x) for x in extents)}" if loop.label else None
+    for k in reversed(range(len(loop_vars))):
+        body = (kir.SeqFor(loop_vars[k], extents[k], label if k == 0 else None, body),)
+    return body[0]
+
+
+# ------------------------------------------------------------------------------------------------ private memory
+def allocate_private(kernel: kir.Kernel) -> kir.Kernel:
+    """Private arrays indexed only by constants live in registers (one variable per element); the kernel's
+    private memory is counted over all its code (both padding versions), for :func:`choose_launch`."""
+    private = [s.mem for s in kir.walk(kernel.body) if isinstance(s, kir.Alloc) and s.mem.space == "private"]
+    variable_index: set[Memory] = set()
+    for s in kir.walk(kernel.body):
+        refs = [(s.mem, s.offset)] if isinstance(s, (kir.Store, kir.VStore)) else []
+        refs += [(f.mem, f.offset) for v in kir.values(s) for f in fragments(v) if isinstance(f, MemRef)]
+        variable_index.update(mem for mem, offset in refs if offset.as_int() is None)
+    registers = frozenset(m for m in private if m.size > 1 and m not in variable_index)
+    return replace(kernel, registers=registers, private_bytes=sum(m.bytes for m in private))
+
+
+# ------------------------------------------------------------------------------------------------ launch
+def choose_launch(kernel: kir.Kernel, device: Device) -> kir.Kernel:
+    """The NDRange (:func:`~.launch.launch_for`), once the private memory a work-item needs is known."""
+    return replace(kernel, launch=launch_for(kernel, device))
+
+
+# ------------------------------------------------------------------------------------------------ C
+def print_opencl(kernel: kir.Kernel, buffers: dict[str, Memory], scalars: list[tuple[str, str]],
+                 header: str) -> tuple[str, tuple[str, ...]]:
+    """The kernel as a standalone OpenCL C source, and its arguments in order: the buffers it reads (in the
+    order of ``buffers``), the scalar parameters it uses, then its output."""
+    code = Code()
+    _print_body(kernel.body, kernel, code)
+    body = code.render(base_indent=1, registers=kernel.registers)
+    used_memories = set(kir.memories(kernel.body))
+    used_params = {f.name for s in kir.walk(kernel.body) for v in kir.values(s) for f in fragments(v)
+                   if isinstance(f, Param)}
+    args: list[str] = []
+    params: list[str] = []
+    for name, mem in buffers.items():
+        if mem in used_memories and mem is not kernel.output:
+            args.append(name)
+            params.append(f"const global {c_type(mem.leaf)}* restrict {name}")
+    for name, ctype in scalars:
+        if name in used_params:
+            args.append(name)
+            params.append(f"const {ctype} {name}")
+    out = kernel.output
+    args.append(out.name)
+    params.append(f"global {c_type(out.leaf)}* restrict {out.name}")
+    funs = "".join(user_fun_source(f) + "\n" for f in kernel.user_funs.values())
+    funs = "".join(h + "\n" for h in kernel.helpers.values()) + funs
+    decls = "".join(f"    {m.declaration()}\n" for m in kernel.locals)
+    signature = f"kernel void {kernel.name}(" + ",\n        ".join(params) + ")"
+    return f"{header}\n\n{funs}{signature} {{\n{decls}{body}\n}}\n", tuple(args)
+
+
+def _print_body(body: tuple, kernel: kir.Kernel, code: Code) -> None:
+    for s in body:
+        if isinstance(s, kir.Comment):
+            code.comment(s.text)
+        elif isinstance(s, kir.Alloc):
+            code.line(_Declaration(s.mem))
+        elif isinstance(s, kir.Store):
+            target = MemRef(s.mem, s.offset)
+            if s.lane is not None:
+                code.line(target, f".s{s.lane:x} = ", s.value, ";")
+            else:
+                code.line(target, " = ", s.value, ";")
+        elif isinstance(s, kir.VStore):
+            code.line(f"vstore{s.width}(", s.value, f", 0, {s.mem.c_name} + ", s.offset, ");")
+        elif isinstance(s, kir.Barrier):
+            code.line(f"barrier({'CLK_LOCAL_MEM_FENCE' if s.space == 'local' else 'CLK_GLOBAL_MEM_FENCE'});")
+        elif isinstance(s, (kir.Produce, kir.Unrolled)):
+            if isinstance(s, kir.Unrolled):
+                code.comment(s.label)
+            _print_body(s.body, kernel, code)
+        elif isinstance(s, kir.ParFor):
+            _print_parallel_loop(s, kernel, code)
+        elif isinstance(s, kir.SeqFor):
+            name = s.var.name
+            code.open(f"for (int {name} = 0; {name} < {s.extent}; {name}++)")
+            if s.label:
+                code.comment(s.label)
+            _print_body(s.body, kernel, code)
+            code.close()
+        elif isinstance(s, kir.If):
+            tests = ([f"{s.lo} <= {s.var.name}"] if s.lo is not None else []) + \
+                    ([f"{s.var.name} <= {s.hi}"] if s.hi is not None else [])
+            code.open(f"if ({' && '.join(tests)})")
+            code.comment(s.label)
+            _print_body(s.then, kernel, code)
+            code.close()
+            code.open("else")
+            _print_body(s.orelse, kernel, code)
+            code.close()
+        else:
+            raise CodegenError(f"internal: no C for {type(s).__name__}")
+
+
+def _print_parallel_loop(s: kir.ParFor, kernel: kir.Kernel, code: Code) -> None:
+    """A loop over the work-items (groups), dropped when there are as many as elements."""
+    name, n, (query, count) = s.var.name, s.extent, s.queries
+    threads = kernel.launch.threads(s.level, s.dim)
+    if threads == n:
+        code.line(f"int {name} = {query}({s.dim});  // {s.label}")
+        _print_body(s.body, kernel, code)
+        return
+    if threads > n:
+        code.open(f"for (int {name} = {query}({s.dim}); {name} < {n}; {name} += {threads})")
+        code.comment(f"{s.label} ({threads} in the launch: at most one each)")
+    else:
+        code.open(f"for (int {name} = {query}({s.dim}); {name} < {n}; {name} += {count}({s.dim}))")
+        code.comment(s.label)
+    _print_body(s.body, kernel, code)
+    code.close()
+
+
+class _Declaration:
+    """A private memory's declaration, rendered once the registers are known."""
+
+    def __init__(self, mem: Memory):
+        self.mem = mem
+
+    def render(self, registers) -> str:
+        return self.mem.declaration(registers)
+
+
+__all__ = ["compile_kernel", "CompiledKernel", "place_memory", "insert_barriers", "version_padded_reads",
+           "interior_interval", "split_sequential_loops", "index_divisors", "allocate_private", "choose_launch",
+           "print_opencl"]
