@@ -254,6 +254,12 @@ def cmd_compile(args) -> int:
         print(f"wrote {path}")
     for name, (global_size, local_size) in exe.launch.items():
         print(f"  {name}: global {global_size}, local {local_size}")
+    if args.show_ir:
+        from .codegen.kir import format_kernel
+
+        for kernel in exe.generated.kernels:
+            print()
+            print(format_kernel(kernel.ir))
     return 0
 
 
@@ -515,6 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring (default: PYOPENCL_CTX, "
                                     "else the first GPU, else the CPU)")
     p.add_argument("-o", "--output", default="out", help="directory for the .cl files and host.py (default: out)")
+    p.add_argument("--show-ir", action="store_true",
+                   help="also print each kernel in the kernel IR, as the code generator's passes left it")
 
     p = add("run", "compile, run on the device, and compare with the interpreter", cmd_run)
     p.add_argument("file")

@@ -1,0 +1,250 @@
+"""Each pass of the code generator's route (liftpy.codegen.passes) on small kernels in kernel IR, built by hand
+or lowered from small programs; the expected IR is written here, not computed by the pass under test."""
+
+from pathlib import Path
+
+import pytest
+
+import liftpy
+from liftpy import arith
+from liftpy.arith import Const, Range
+from liftpy.codegen import kir, passes
+from liftpy.codegen.c import CExpr, Guarded, Memory, MemRef, VLoad, fragments, guarded, literal, load, vector_of
+from liftpy.codegen.launch import Launch
+from liftpy.codegen.program import generate
+from liftpy.device import Device
+from liftpy.errors import CodegenError
+from liftpy.types import FLOAT
+
+CORPUS = Path(__file__).parent / "corpus"
+GPU = Device()
+CPU = Device(kind="cpu", compute_units=2, max_work_group_size=4096, max_work_item_sizes=(4096, 4096, 4096))
+
+
+def var(name, n):
+    return arith.Var(name, Range(Const(0), Const(n - 1)))
+
+
+def mem(name, space, size):
+    return Memory(name, space, FLOAT, size)
+
+
+def kernel(*body, output=None, **kw):
+    return kir.Kernel("k", tuple(body), output or mem("out", "global", 64), **kw)
+
+
+def stmts(k, kind):
+    return [s for s in kir.walk(k.body) if isinstance(s, kind)]
+
+
+# ------------------------------------------------------------------------------------------------ lower
+def test_lower_gives_parallel_loops_at_their_level_and_stores_to_the_output():
+    g = generate(liftpy.load(CORPUS / "local_staging.lift"), {"rows": 12, "cols": 64})
+    ir = g.kernels[0].ir
+    (outer,) = ir.body
+    assert isinstance(outer, kir.ParFor) and (outer.level, outer.dim, outer.extent) == ("work-group", 0, 12)
+    inner = [s for s in kir.walk(outer.body) if isinstance(s, kir.ParFor)]
+    assert [(p.level, p.extent) for p in inner] == [("local", 64), ("local", 64)]
+    assert [(m.space, m.size) for m in ir.locals] == [("local", 64)]
+    assert any(isinstance(s, kir.Store) and s.mem is ir.output for s in kir.walk(ir.body))
+
+
+def test_the_kernel_ir_prints_for_people():
+    g = generate(liftpy.load(CORPUS / "local_staging.lift"), {"rows": 12, "cols": 64})
+    text = kir.format_kernel(g.kernels[0].ir)
+    assert "for wg0 < 12 parallel work-group(0)" in text
+    assert "local float tmp[64]" in text
+    assert "barrier local" in text
+
+
+# ------------------------------------------------------------------------------------------------ place_memory
+def test_place_memory_moves_local_memories_to_the_top():
+    i = var("i", 4)
+    shared = mem("shared", "local", 16)
+    k = kernel(kir.ParFor(i, 4, "work-group", 0, "groups", (kir.Alloc(shared), kir.Store(shared, i, literal(0, FLOAT)))))
+    placed = passes.place_memory(k, GPU)
+    assert placed.locals == (shared,)
+    assert not stmts(placed, kir.Alloc)
+    assert len(stmts(placed, kir.Store)) == 1
+
+
+def test_place_memory_refuses_more_local_memory_than_the_device_has():
+    big = mem("big", "local", GPU.local_mem_size // 4 + 1)
+    with pytest.raises(CodegenError, match="bytes of local memory"):
+        passes.place_memory(kernel(kir.Alloc(big)), GPU)
+
+
+def test_place_memory_refuses_a_global_temporary():
+    with pytest.raises(CodegenError, match="global memory"):
+        passes.place_memory(kernel(kir.Alloc(mem("t", "global", 8))), GPU)
+
+
+# ------------------------------------------------------------------------------------------------ insert_barriers
+def _shared_then_read(level):
+    g, l = var("g", 4), var("l", 8)
+    shared = mem("shared", "local", 8)
+    out = mem("out", "global", 32)
+    produce = kir.Produce("local", (kir.ParFor(l, 8, "local", 0, "fill", (kir.Store(shared, l, literal(1, FLOAT)),)),))
+    read = kir.ParFor(l, 8, "local", 0, "use", (kir.Store(out, 8 * g + l, load(shared, 7 - l)),))
+    return kernel(kir.ParFor(g, 4, level, 0, "outer", (produce, read)), output=out)
+
+
+def test_a_barrier_follows_local_memory_written_at_work_group_level():
+    k = passes.insert_barriers(_shared_then_read("work-group"))
+    body = k.body[0].body
+    assert [type(s) for s in body] == [kir.Produce, kir.Barrier, kir.ParFor]
+    assert body[1].space == "local"
+
+
+def test_no_barrier_inside_a_work_item():
+    k = passes.insert_barriers(_shared_then_read("global"))
+    assert not stmts(k, kir.Barrier)
+
+
+def test_a_sequential_loop_sharing_memory_ends_each_step_with_a_barrier():
+    g, j, l = var("g", 4), var("j", 3), var("l", 8)
+    shared = mem("shared", "local", 8)
+    produce = kir.Produce("local", (kir.ParFor(l, 8, "local", 0, "fill", (kir.Store(shared, l, literal(1, FLOAT)),)),))
+    loop = kir.SeqFor(j, 3, "steps", (produce,))
+    k = passes.insert_barriers(kernel(kir.ParFor(g, 4, "work-group", 0, "outer", (loop,))))
+    (seq,) = stmts(k, kir.SeqFor)
+    assert [type(s) for s in seq.body] == [kir.Produce, kir.Barrier, kir.Barrier]
+
+
+# ------------------------------------------------------------------------------------------------ version_padded_reads
+def test_interior_interval_of_a_window_read_through_padding():
+    i, k = var("i", 10), var("k", 3)
+    # in[i + k - 1] of an array of 10 padded by one on each side: inside for 1 <= i <= 8 whatever k
+    guard = Guarded(i + k - 1, Const(10), literal(1, FLOAT), literal(0, FLOAT))
+    assert passes.interior_interval(i, 10, [guard]) == (1, 8)
+
+
+def test_padded_reads_get_an_interior_version_without_conditions():
+    i, k = var("i", 10), var("k", 3)
+    inp, out = mem("in", "global", 10), mem("out", "global", 10)
+    read = guarded(i + k - 1, Const(10), load(inp, i + k - 1), literal(0, FLOAT))
+    body = (kir.SeqFor(k, 3, "window", (kir.Store(out, i, read),)),)
+    versioned = passes.version_padded_reads(kernel(kir.ParFor(i, 10, "global", 0, "pixels", body), output=out))
+    (branch,) = versioned.body[0].body
+    assert isinstance(branch, kir.If) and (branch.lo, branch.hi) == (1, 8)
+
+    def guards(b):
+        return [f for s in kir.walk(b) if isinstance(s, kir.Store) for f in fragments(s.value) if isinstance(f, Guarded)]
+
+    assert guards(branch.then) == [] and len(guards(branch.orelse)) == 1
+    (store,) = [s for s in kir.walk(branch.then) if isinstance(s, kir.Store)]
+    assert str(store.value) == "in[i+k-1]"
+
+
+def test_vector_lanes_that_become_neighbours_load_as_one_vector():
+    i = var("i", 4)
+    inp = mem("in", "global", 16)
+    lanes = tuple(guarded(4 * i + c - 1, Const(16), load(inp, 4 * i + c - 1), literal(0, FLOAT)) for c in range(4))
+    assert "vload4" not in str(vector_of("float4", lanes))
+    inside = arith.Var("i", Range(Const(1), Const(3)))
+    from liftpy.codegen.c import substitute
+
+    moved = substitute(vector_of("float4", lanes), lambda e: e.subs({i: inside}))
+    assert any(isinstance(f, VLoad) for f in fragments(moved))
+
+
+# ------------------------------------------------------------------------------------------------ split_sequential_loops
+def test_index_divisors_form_a_chain():
+    j = var("j", 36)
+    inp, out = mem("in", "global", 100), mem("out", "global", 1)
+    body = (kir.Store(out, Const(0), load(inp, 20 * (j // 12) + 4 * (j // 4 % 3) + j % 4)),)
+    assert passes.index_divisors(j, 36, body) == [4, 12]
+
+
+def test_a_loop_with_divided_indices_becomes_a_nest_without_divisions():
+    j = var("j", 36)
+    inp, out = mem("in", "global", 100), mem("out", "global", 1)
+    store = kir.Store(out, Const(0), load(inp, 20 * (j // 12) + 4 * (j // 4 % 3) + j % 4))
+    k = passes.split_sequential_loops(kernel(kir.SeqFor(j, 36, "reduce", (store,)), output=out),
+                                      passes.KernelContext({"j"}))
+    loops = stmts(k, kir.SeqFor)
+    assert [loop.extent for loop in loops] == [3, 3, 4]
+    assert loops[0].label == "reduce, as 3 x 3 x 4" and loops[1].label is None
+    (new_store,) = stmts(k, kir.Store)
+    assert [loop.var.name for loop in loops] == ["j", "j_1", "j_2"]
+    assert str(new_store.value) == "in[20*j+4*j_1+j_2]"
+
+
+def test_a_loop_without_divisions_stays_whole():
+    j = var("j", 8)
+    out = mem("out", "global", 8)
+    k = kernel(kir.SeqFor(j, 8, "plain", (kir.Store(out, j, literal(0, FLOAT)),)), output=out)
+    assert passes.split_sequential_loops(k, passes.KernelContext({"j"})) == k
+
+
+# ------------------------------------------------------------------------------------------------ allocate_private
+def test_private_arrays_with_constant_indices_live_in_registers():
+    j = var("j", 4)
+    regs, array = mem("acc", "private", 4), mem("row", "private", 4)
+    out = mem("out", "global", 4)
+    body = (kir.Alloc(regs), kir.Alloc(array),
+            kir.Store(regs, Const(2), literal(0, FLOAT)),
+            kir.SeqFor(j, 4, "fill", (kir.Store(array, j, load(regs, Const(2))),)))
+    k = passes.allocate_private(kernel(*body, output=out))
+    assert k.registers == frozenset({regs})
+    assert k.private_bytes == 32
+    code = passes.print_opencl(passes.choose_launch(kernel(kir.ParFor(var("g", 4), 4, "global", 0, "g", k.body),
+                                                           output=out, registers=k.registers), GPU), {}, [], "//")[0]
+    assert "float acc_0, acc_1, acc_2, acc_3;" in code and "float row[4];" in code
+    assert "row[j] = acc_2;" in code
+
+
+# ------------------------------------------------------------------------------------------------ choose_launch
+def test_launch_from_the_parallel_loops():
+    g, l = var("g", 12), var("l", 64)
+    k = kernel(kir.ParFor(g, 12, "work-group", 0, "g", (kir.ParFor(l, 64, "local", 0, "l", ()),)))
+    assert passes.choose_launch(k, GPU).launch == Launch((768,), (64,))
+
+
+def test_private_memory_bounds_a_cpu_work_group():
+    x, y = var("x", 224), var("y", 7)
+    k = kernel(kir.ParFor(y, 7, "global", 0, "y", (kir.ParFor(x, 224, "global", 1, "x", ()),)))
+    light = passes.choose_launch(k, CPU).launch
+    heavy = passes.choose_launch(kir.Kernel("k", k.body, k.output, private_bytes=64 * 1024), CPU).launch
+    assert light.global_size == heavy.global_size == (7, 224)
+    assert heavy.local_size[0] * heavy.local_size[1] <= 8 < light.local_size[0] * light.local_size[1]
+
+
+# ------------------------------------------------------------------------------------------------ print_opencl
+def test_the_printer_returns_the_arguments_the_kernel_uses():
+    i = var("i", 16)
+    used, unused, out = mem("xs", "global", 16), mem("ys", "global", 16), mem("out", "global", 16)
+    from liftpy.codegen.c import Param
+
+    value = CExpr(load(used, i), " * ", CExpr(Param("alpha"), atomic=True))
+    k = kernel(kir.ParFor(i, 16, "global", 0, "items", (kir.Store(out, i, value),)), output=out)
+    k = passes.choose_launch(k, GPU)
+    source, args = passes.print_opencl(k, {"xs": used, "ys": unused}, [("alpha", "float"), ("beta", "float")], "//")
+    assert args == ("xs", "alpha", "out")
+    assert "int i = get_global_id(0);" in source  # as many work-items as elements: no loop
+    assert "out[i] = xs[i] * alpha;" in source
+
+
+def test_a_parallel_loop_stays_when_the_launch_has_fewer_work_items():
+    i = var("i", 16)
+    out = mem("out", "global", 16)
+    k = kernel(kir.ParFor(i, 16, "global", 0, "items", (kir.Store(out, i, literal(0, FLOAT)),)), output=out)
+    source, _ = passes.print_opencl(kir.Kernel("k", k.body, out, launch=Launch((4,), None)), {}, [], "//")
+    assert "for (int i = get_global_id(0); i < 16; i += get_global_size(0)) {" in source
+
+
+def test_loads_and_stores_keep_their_memory_and_index():
+    i = var("i", 8)
+    inp = mem("in", "global", 8)
+    (ref,) = [f for f in fragments(load(inp, 2 * i + 1)) if isinstance(f, MemRef)]
+    assert ref.mem is inp and ref.offset == 2 * i + 1
+
+
+def test_compile_shows_the_kernel_ir(tmp_path, capsys):
+    from liftpy.cli import main
+
+    code = main(["compile", str(CORPUS / "local_staging.lift"), "--size", "rows=12", "--size", "cols=64",
+                 "-o", str(tmp_path), "--show-ir"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "kernel diffs -> output[768]" in out and "parallel work-group(0)" in out and "barrier local" in out
