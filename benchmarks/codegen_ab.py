@@ -36,8 +36,15 @@ from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
 # Run in the older checkout: its code generator's kernels for each (layer, algorithm, config), as JSON.
 EMIT = """
-import json, sys
+import importlib.util, json, sys
 sys.path.insert(0, sys.argv[1])
+import liftpy
+# the older checkout's rules too (an editable install of this one would otherwise provide liftpy.rewrites)
+spec = importlib.util.spec_from_file_location("liftpy.rewrites", sys.argv[1] + "/rewrites/__init__.py",
+                                              submodule_search_locations=[sys.argv[1] + "/rewrites"])
+sys.modules["liftpy.rewrites"] = module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+assert liftpy.__file__.startswith(sys.argv[1]), liftpy.__file__
 import liftpy.nn as nn
 from liftpy.nn import conv
 from liftpy.runtime import compile, get_device

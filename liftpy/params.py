@@ -33,7 +33,8 @@ from .arith import Expr
 from .constraints import Constraint
 from .device import Device
 from .errors import ConstraintError, SizeError
-from .ir import Let, Prim, Program, walk
+from .ir import Prim, Program, walk
+from .codegen.memory import placements
 from .primitives import primitive_of
 from .typecheck import size_bindings, specialize, typecheck
 from .types import ArrayType, Type, VectorType
@@ -544,17 +545,6 @@ def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
                 "at_least", device.max_work_group_size, group,
                 f"a work-group of {group} work-items: the device allows {device.max_work_group_size}",
                 node.span, "device")))
-        if prim is not None and prim.space == "local":
-            words = _elements(node.type)
-            out.append(("device.local_memory", Constraint(
-                "at_least", device.local_mem_size // 4, words,
-                f"{words} floats in local memory: the device has {device.local_mem_size // 4}", node.span, "device")))
-        for value in _private_values(node):
-            words = _elements(value.type)
-            out.append(("device.private_memory", Constraint(
-                "at_least", device.private_mem_budget, words,
-                f"{words} private values per work-item: the budget is {device.private_mem_budget}",
-                value.span, "device")))
         if prim is not None and prim.parallel == "local":
             for f in node.args[:-1]:
                 go(f, lcl_path)
@@ -564,6 +554,19 @@ def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
             go(child, lcl_path)
 
     go(body, ())
+    # private and local memory: the code generator's own memory plan, sizes still symbolic
+    for placed in placements(body):
+        words = placed.elements
+        if placed.space == "private":
+            out.append(("device.private_memory", Constraint(
+                "at_least", device.private_mem_budget, words,
+                f"{words} private values per work-item: the budget is {device.private_mem_budget}",
+                placed.node.span, "device")))
+        elif placed.space == "local":
+            out.append(("device.local_memory", Constraint(
+                "at_least", device.local_mem_size // 4, words,
+                f"{words} floats in local memory: the device has {device.local_mem_size // 4}", placed.node.span,
+                "device")))
     total = _elements(body.type)
     out.append(("device.max_allocation", Constraint(
         "at_least", device.max_mem_alloc_size // 4, total,
@@ -581,20 +584,6 @@ def _compile(c: Constraint):
     if c.kind == "equal":
         return lambda v: lhs(v) == rhs(v)
     return lambda v: lhs(v) >= rhs(v)
-
-
-def _private_values(node) -> list:
-    """Values the code generator keeps in private memory: let-bound values and reduction accumulators placed
-    there (by toPrivate, or by default inside a work-item)."""
-    from .codegen.lower import annotated_space, is_layout_only
-
-    out = []
-    if isinstance(node, Let) and not is_layout_only(node.value) and annotated_space(node.value) == "private":
-        out.append(node.value)
-    prim = primitive_of(node)
-    if prim is not None and prim.is_reduction and annotated_space(node.args[0]) in ("private", None):
-        out.append(node.args[0])
-    return out
 
 
 def _parse_condition(text: str, reason: str) -> Constraint:

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import arith
 from .arith import Expr
-from .ir import IndexFun, Literal, Prim
+from .ir import IndexFun, Lambda, Let, Literal, Prim, Tuple, Var
 from .types import (
     BOOL,
     FLOAT,
@@ -90,10 +90,15 @@ class Primitive:
     space: str | None = None
     #: the prefix of the variable the code generator names for its loop index
     loop_name: str | None = None
-    #: does arithmetic itself (reductions, dot, vectorize, and Value, which makes a value), as opposed to only
-    #: rearranging data; maps compute what their function computes. The rewrite engine's notion of a view;
-    #: the code generator's ``is_layout_only`` still counts Value as layout (issue 13: one definition for both)
-    computes: bool = False
+    #: only rearranges its arguments' elements or names constants -- no arithmetic, no memory, no loop --
+    #: provided its arguments (and, for map, its function) are views too: see :func:`is_view`. Layout primitives,
+    #: id, Value and the high-level map; not the OpenCL maps (loops) nor the address spaces (copies).
+    is_view: bool = False
+    #: its value is its function applied to its data argument (vectorize; toGlobal/toLocal/toPrivate, which
+    #: also say where the result goes)
+    applies_function: bool = False
+    #: the identity (id): ``toGlobal(id, e)`` writes e straight to its destination
+    identity: bool = False
     #: its first static parameter is a vector width (asVector, vectorize): a tuning parameter that must be one
     #: of OpenCL's widths
     sets_vector_width: bool = False
@@ -102,6 +107,8 @@ class Primitive:
 
     def __init__(self):
         self.slots = _parse_signature(self.signature)
+        if self.level == "layout":
+            self.is_view = True
 
     @property
     def static_slots(self) -> tuple[Slot, ...]:
@@ -122,7 +129,7 @@ class Primitive:
         raise NotImplementedError
 
     # code generation (liftpy.codegen): layout primitives give a view to read and may say how to write
-    # through them; computing primitives are emitted as loops by the kernel emitter.
+    # through them; computing primitives are lowered to loops by liftpy.codegen.lower.
     def view(self, cg, node: Prim, level: str):
         raise NotImplementedError(f"{self.name} has no view")
 
@@ -132,11 +139,34 @@ class Primitive:
         be inverted (slide, pad...): the argument is then computed into memory and copied through the view."""
         return None
 
+    @property
+    def writes_through(self) -> bool:
+        """A view whose result can be written through to its argument (it says how: :meth:`dest_for_arg`)."""
+        return type(self).dest_for_arg is not Primitive.dest_for_arg
+
     def __repr__(self) -> str:
         return f"<primitive {self.name}({self.signature})>"
 
 
 PRIMITIVES: dict[str, Primitive] = {}
+
+
+def is_view(node) -> bool:
+    """Whether evaluating ``node`` only rearranges data: every element it has is an element of its inputs (or a
+    constant) read through index arithmetic -- no arithmetic, no loop, no memory of its own. The one definition
+    the rewrite engine (where a map needs lowering, the ``view`` predicate) and the code generator (what is read
+    through a view instead of computed into memory) both use."""
+    if isinstance(node, (Var, Literal)):
+        return True
+    if isinstance(node, Tuple):
+        return all(is_view(e) for e in node.elems)
+    if isinstance(node, Let):
+        return is_view(node.value) and is_view(node.body)
+    if isinstance(node, Lambda):
+        return is_view(node.body)
+    if isinstance(node, Prim):
+        return PRIMITIVES[node.name].is_view and all(is_view(a) for a in node.args)
+    return False  # scalar operators, user functions and their applications compute
 
 
 def primitive_of(node) -> Primitive | None:
@@ -177,6 +207,7 @@ class _MapLike(Primitive):
 @primitive
 class Map(_MapLike):
     name, signature = "map", "f: fun, in: data"
+    is_view = True  # when its function is: map(transpose, xs) is read through views, not computed
 
 
 @primitive
@@ -229,7 +260,7 @@ class _ReduceLike(Primitive):
     """reduce(init: U, f: (U, T) -> U, in: [T]_n) : [U]_1"""
 
     signature = "init: data, f: fun, in: data"
-    is_reduction = computes = True
+    is_reduction = True
 
     def infer(self, tc, node, env):
         init, f, xs = node.args
@@ -615,6 +646,7 @@ class Id(Primitive):
     """id(in: T) : T -- used with toGlobal/toPrivate to copy a value into memory"""
 
     name, signature = "id", "in: data"
+    is_view = identity = True
 
     def infer(self, tc, node, env):
         x = tc.check(node.args[0], env)
@@ -623,13 +655,19 @@ class Id(Primitive):
     def evaluate(self, ev, node, env):
         return ev.eval(node.args[0], env)
 
+    def view(self, cg, node, level):
+        return cg.value(node.args[0], level)
+
+    def dest_for_arg(self, node, dest):
+        return dest
+
 
 @primitive
 class Value(Primitive):
     """Value(v: S, T) : T -- a constant of type T (a scalar S, or an array of S) filled with v"""
 
     name, signature = "Value", "value: data, t: type"
-    computes = True
+    is_view = True  # a constant: read, never stored
 
     def infer(self, tc, node, env):
         (t,) = node.params
@@ -653,11 +691,17 @@ class Value(Primitive):
             elem = elem.elem
         return constant(node.args[0].value, elem, env.batch, tuple(dims))
 
+    def view(self, cg, node, level):
+        from .codegen.views import ConstView
+
+        return ConstView(node.args[0].value, node.type)
+
 
 class _AddressSpace(Primitive):
     """toX(f: T -> U, in: T) : U -- f's result is written to X memory; on a value alone, toX(id, value)"""
 
     signature, level = "f: fun = id, in: data", "opencl"
+    applies_function = True
 
     def infer(self, tc, node, env):
         f, x = node.args
@@ -668,6 +712,11 @@ class _AddressSpace(Primitive):
     def evaluate(self, ev, node, env):
         f, x = node.args
         return ev.call(f, ev.eval(x, env), env)
+
+    def view(self, cg, node, level):
+        from .codegen.views import ConstView
+
+        return ConstView(node.args[0].value, node.type)
 
 
 @primitive
@@ -745,7 +794,7 @@ class Vectorize(Primitive):
     """vectorize(v, f: S -> S, in: S_v) : S_v -- f applied lane by lane to vectors of width v"""
 
     name, signature = "vectorize", "v: size, f: fun, in: data"
-    computes = sets_vector_width = True
+    sets_vector_width = applies_function = True
 
     def infer(self, tc, node, env):
         (v,) = node.params
@@ -769,7 +818,9 @@ class Dot(Primitive):
     """dot(a: S_v, b: S_v) : S -- the OpenCL dot builtin (on scalars, a product)"""
 
     name, signature = "dot", "a: data, b: data"
-    computes = True
+
+    def view(self, cg, node, level):
+        return cg.builtin_dot(node, level)
 
     def infer(self, tc, node, env):
         a, b = (tc.check(x, env) for x in node.args)

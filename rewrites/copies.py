@@ -31,9 +31,10 @@ def _copies_argument(body: Node, x: str) -> bool:
     if not (isinstance(body, Prim) and len(body.args) >= 1 and isinstance(body.args[-1], Var)
             and body.args[-1].name == x):
         return False
-    if body.name == "id":
+    prim = primitive_of(body)
+    if prim.identity:
         return len(body.args) == 1
-    if body.name == "toGlobal" and len(body.args) == 2:
+    if prim.space == "global" and len(body.args) == 2:
         f = body.args[0]
         return isinstance(f, Lambda) and isinstance(f.param, PVar) and _copies_argument(f.body, f.param.name)
     return False

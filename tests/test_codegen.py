@@ -77,7 +77,7 @@ CASES = [pytest.param(p, sizes_of(p), id=p.stem) for p in CORPUS] + [
 ]
 
 
-# What the code generator writes for each loop (liftpy/codegen/kernel.py), as the tests expect to read it:
+# What the code generator writes for each loop (liftpy/codegen/passes.py prints it), as the tests expect to read it:
 # a parallel map's loop over work-items (or work-groups) of dimension d, stepping by their count or, when the
 # launch has more of them than elements, by the launch's size, and a line saying so; or no loop at all, when
 # the launch has one work-item per element, the index read once

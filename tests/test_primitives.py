@@ -139,6 +139,34 @@ def test_the_traits_other_stages_ask_of_primitives():
         "reduceSeqUnroll": "j"}
     assert having(lambda p: p.sets_vector_width) == {"asVector", "vectorize"}
     assert having(lambda p: p.guards_reads) == {"pad"}
-    assert having(lambda p: p.computes) == {"reduce", "reduceSeq", "reduceSeqUnroll", "Value", "dot", "vectorize"}
+    # one notion of a view for rewriting and code generation: the layout primitives, id, Value and map
+    assert having(lambda p: p.is_view) == {"zip", "split", "join", "slide", "pad", "padClamp", "transpose", "reorder",
+                                           "get", "asVector", "asScalar", "id", "Value", "map"}
+    assert having(lambda p: p.applies_function) == {"vectorize", "toGlobal", "toLocal", "toPrivate"}
+    assert having(lambda p: p.identity) == {"id"}
     # the algorithmic map and reduce are what lowering must still replace
     assert having(lambda p: (p.is_map or p.is_reduction) and p.level != "opencl") == {"map", "reduce"}
+
+
+@pytest.mark.parametrize("body, view", [
+    ("map(x -> x, xs)", True),
+    ("map(id, xs)", True),
+    ("transpose(map(row -> split(2, row), xs))", True),
+    ("zip(xs, xs)", True),
+    ("pad(1, 1, 0.0f, xs)", True),
+    ("Value(0.0f, [float]_4)", True),
+    ("map(x -> x + 1.0f, xs)", False),
+    ("mapSeq(id, xs)", False),
+    ("toPrivate(id, xs)", False),
+    ("map(x -> dot(x, x), xs)", False),
+])
+def test_one_definition_of_a_view_for_rewriting_and_code_generation(body, view):
+    from liftpy.primitives import is_view
+    from liftpy.rewrite.predicates import PREDICATES
+    from liftpy.rewrite.strategies import computes
+
+    program = liftpy.parse(f"def f(xs: [float]_n) = {body}")
+    expr = program.function().body
+    assert is_view(expr) is view
+    assert PREDICATES["view"].fn(expr) is view  # the rewrite engine's predicate asks the same question
+    assert computes(expr) is not view

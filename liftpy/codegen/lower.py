@@ -25,10 +25,12 @@ from .. import arith
 from ..arith import Range
 from ..errors import CodegenError
 from ..ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, PTuple, PVar, ScalarOp, Tuple, UserFun, Var
-from ..primitives import PRIMITIVES, SCALAR_OPS, primitive_of
+from ..primitives import PRIMITIVES, SCALAR_OPS, is_view, primitive_of
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
+from ..errors import InternalError
 from . import kir
 from .c import CExpr, Memory, c_type
+from .memory import Placement, annotated_space, is_identity_function, is_layout_map, memory_space, placements
 from .views import (
     ConstView,
     Dest,
@@ -114,7 +116,7 @@ def check_nesting(expr: Node) -> None:
     go(expr, frozenset(), frozenset(), frozenset(), None)
 
 
-# ------------------------------------------------------------------------------------------------ the emitter
+# ------------------------------------------------------------------------------------------------ the lowering
 @dataclass
 class KernelContext:
     """What a kernel shares with the rest of the compilation: the names in use."""
@@ -132,9 +134,11 @@ class KernelContext:
 class Lowering:
     """Lowers one kernel's expression to kernel IR statements (see the module docstring)."""
 
-    def __init__(self, env: dict[str, View], ctx: KernelContext):
+    def __init__(self, env: dict[str, View], ctx: KernelContext, plan: list[Placement] = ()):
         self.env = dict(env)
         self.ctx = ctx
+        self.plan = {id(p.node): p for p in plan}  # the values it may compute into memory (see .memory)
+        self.materialized: set[int] = set()
         self.statements: list[list] = [[]]  # the bodies being built, innermost last
         self.user_funs: dict[str, UserFun] = {}
         self.helpers: dict[str, str] = {}  # OpenCL helper functions the kernel calls, by name
@@ -193,8 +197,6 @@ class Lowering:
                 return self.value(node.body, level)
         if isinstance(node, Prim):
             prim = PRIMITIVES[node.name]
-            if prim.level == "layout":
-                return prim.view(self, node, level)
             if is_layout_map(node):
                 f, scope = node.args[0], dict(self.env)  # elements are built when read: keep this scope
 
@@ -206,26 +208,26 @@ class Lowering:
                         self.env = saved
 
                 return MapView(self.value(node.args[1], level), node.type, element)
-            if node.name == "id":
-                return self.value(node.args[0], level)
-            if node.name == "Value":
-                return ConstView(node.args[0].value, node.type)
-            if node.name == "dot":
-                a, b = (self.value(x, level).read(()) for x in node.args)
-                t = node.args[0].type
-                if isinstance(t, VectorType) and t.width.as_int() > 4:  # OpenCL's dot stops at float4
-                    name = f"liftpy_dot{t.width.as_int()}"
-                    self.helpers[name] = _wide_dot(name, t.width.as_int())
-                    return ScalarView(CExpr(f"{name}(", a, ", ", b, ")", atomic=True), node.type)
-                if isinstance(t, VectorType):
-                    return ScalarView(CExpr("dot(", a, ", ", b, ")", atomic=True), node.type)
-                return ScalarView(CExpr(a.paren(), " * ", b.paren()), node.type)
-            if node.name == "vectorize":
-                return self.apply_value(node.args[0], self.value(node.args[1], level), level)
-            if PRIMITIVES[node.name].is_reduction:
+            if prim.is_reduction:
                 return SingletonView(self.reduce(node, level), node.type)  # the accumulator is the result
-            return self.materialize(node, level)[0]
+            if prim.is_map or prim.space:
+                return self.materialize(node, level)[0]
+            if prim.applies_function:
+                return self.apply_value(node.args[0], self.value(node.args[1], level), level)
+            return prim.view(self, node, level)  # layout primitives, id, Value, dot
         raise CodegenError(f"internal: cannot generate code for {type(node).__name__}", getattr(node, "span", None))
+
+    def builtin_dot(self, node: Prim, level: str) -> View:
+        """dot(a, b): OpenCL's builtin up to four lanes, a helper beyond, a product on scalars."""
+        a, b = (self.value(x, level).read(()) for x in node.args)
+        t = node.args[0].type
+        if isinstance(t, VectorType) and t.width.as_int() > 4:  # OpenCL's dot stops at float4
+            name = f"liftpy_dot{t.width.as_int()}"
+            self.helpers[name] = _wide_dot(name, t.width.as_int())
+            return ScalarView(CExpr(f"{name}(", a, ", ", b, ")", atomic=True), node.type)
+        if isinstance(t, VectorType):
+            return ScalarView(CExpr("dot(", a, ", ", b, ")", atomic=True), node.type)
+        return ScalarView(CExpr(a.paren(), " * ", b.paren()), node.type)
 
     def apply_value(self, fun: Node, arg: View, level: str) -> View:
         if isinstance(fun, UserFun):
@@ -235,7 +237,7 @@ class Lowering:
 
     def let_value(self, node: Let, level: str) -> View:
         """A let's value: a view when it only rearranges data, memory when it computes (fetched once)."""
-        if is_layout_only(node.value):
+        if is_view(node.value):
             return self.value(node.value, level)
         return self.materialize(node.value, level)[0]
 
@@ -272,8 +274,12 @@ class Lowering:
 
     # -------------------------------------------------------------------------------- memory
     def materialize(self, node: Node, level: str, space: str | None = None, base: str | None = None) -> tuple[View, Dest]:
-        """Compute ``node`` into fresh memory; the space is the program's choice or the level's default."""
-        space = space or annotated_space(node) or {"kernel": "global", "group": "local", "item": "private"}[level]
+        """Compute ``node`` into fresh memory, where the memory plan places it (:mod:`.memory`)."""
+        space = memory_space(node, level, space)
+        placed = self.plan.get(id(node))
+        if placed is None or (placed.space, placed.level) != (space, level):
+            raise InternalError(f"the memory plan does not place {type(node).__name__} {node} in {space} memory at "
+                                f"{level} level (it says {placed and (placed.space, placed.level)})")
         if space == "local" and level == "kernel":
             raise CodegenError("local memory written outside a work-group (toLocal outside mapWrg)", node.span)
         if space == "global" and level != "kernel":
@@ -281,6 +287,7 @@ class Lowering:
                 "a temporary in global memory inside a parallel map is not supported: use toPrivate or toLocal",
                 node.span,
             )
+        self.materialized.add(id(node))
         view, dest = self.allocate(node.type, space, base or _base_name(node))
         self.add(kir.Produce(space, self.collect(lambda: self.emit(node, dest, level))))
         return view, dest
@@ -305,23 +312,19 @@ class Lowering:
         if isinstance(node, Prim):
             prim = PRIMITIVES[node.name]
             if is_layout_map(node):
-                if has_computation(node.args[1]):
+                if not is_view(node.args[1]):
                     return self.emit(node.args[1], MapDest(dest, node.args[1].type, self.layout_dest(node.args[0])), level)
                 return self.copy(self.value(node, level), dest, node.type, level)
             if prim.is_map:
                 return self.emit_map(node, dest, level)
             if prim.is_reduction:
                 return self.emit_reduce(node, dest, level)
-            if prim.space:
+            if prim.applies_function:
                 if prim.space == "local" and level == "kernel":
                     raise CodegenError("local memory written outside a work-group (toLocal outside mapWrg)", node.span)
                 f, x = node.args
                 return self.emit_apply(f, x, dest, level)
-            if node.name == "id":
-                return self.emit(node.args[0], dest, level)
-            if node.name == "vectorize":
-                return self.emit_apply(node.args[0], node.args[1], dest, level)
-            if prim.level == "layout" and has_computation(node):
+            if prim.is_view and not is_view(node):
                 arg_dest = prim.dest_for_arg(node, dest)
                 if arg_dest is not None:
                     return self.emit(node.args[-1], arg_dest, level)
@@ -337,9 +340,7 @@ class Lowering:
         self.copy(self.value(node, level), dest, node.type, level)
 
     def emit_apply(self, fun: Node, arg: Node, dest: Dest, level: str):
-        if isinstance(fun, Lambda) and isinstance(fun.body, Prim) and fun.body.name == "id" and (
-            isinstance(fun.body.args[0], Var) and isinstance(fun.param, PVar) and fun.body.args[0].name == fun.param.name
-        ):
+        if is_identity_function(fun):
             return self.emit(arg, dest, level)  # toGlobal(id, e): e written straight to its destination
         self.emit_fun(fun, self.value(arg, level), dest, level)
 
@@ -417,7 +418,7 @@ class Lowering:
                 return dest
             if is_layout_map(body):
                 return through(body.args[1], MapDest(dest, body.args[1].type, self.layout_dest(body.args[0])))
-            if isinstance(body, Prim) and PRIMITIVES[body.name].level == "layout":
+            if isinstance(body, Prim) and PRIMITIVES[body.name].is_view:
                 inner = PRIMITIVES[body.name].dest_for_arg(body, dest)
                 if inner is not None:
                     return through(body.args[-1], inner)
@@ -427,72 +428,6 @@ class Lowering:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def is_layout_only(node: Node) -> bool:
-    """True when a node computes nothing: it only rearranges data (views), maps a layout function over an
-    array (``map(transpose, xs)``, as slide2D does) or names constants."""
-    if isinstance(node, (Var, Literal)):
-        return True
-    if isinstance(node, Tuple):
-        return all(is_layout_only(e) for e in node.elems)
-    if isinstance(node, Let):
-        return is_layout_only(node.value) and is_layout_only(node.body)
-    if isinstance(node, Prim):
-        if is_layout_map(node):
-            return is_layout_only(node.args[1])
-        if PRIMITIVES[node.name].level == "layout" or node.name in ("id", "Value"):
-            return all(is_layout_only(a) for a in node.args)
-    return False
-
-
-def is_layout_map(node: Node) -> bool:
-    """``map(f, xs)`` with a function that only rearranges its argument: a view, not a loop."""
-    if not (isinstance(node, Prim) and node.name == "map"):
-        return False
-    f = node.args[0]
-    return isinstance(f, Lambda) and _layout_body(f.body)
-
-
-def _layout_body(node: Node) -> bool:
-    if isinstance(node, Var):
-        return True
-    if isinstance(node, Tuple):
-        return all(_layout_body(e) for e in node.elems)
-    if isinstance(node, Let):
-        return _layout_body(node.value) and _layout_body(node.body)
-    if isinstance(node, Prim):
-        if is_layout_map(node):
-            return _layout_body(node.args[1])
-        if PRIMITIVES[node.name].level == "layout" and node.name not in ("zip", "pad"):
-            return all(_layout_body(a) for a in node.args)
-        if node.name in ("zip", "pad"):
-            return all(is_layout_only(a) for a in node.args)
-    return False
-
-
-def has_computation(node: Node) -> bool:
-    return not is_layout_only(node)
-
-
-def annotated_space(node: Node) -> str | None:
-    """The address space the program chose for a node's result: toX on top, or inside the mapped function."""
-    if isinstance(node, Prim):
-        prim = PRIMITIVES[node.name]
-        if prim.space:
-            return prim.space
-        if prim.is_map:
-            f = node.args[-2]
-            return annotated_space(f.body) if isinstance(f, Lambda) else None
-        if prim.is_reduction:
-            return annotated_space(node.args[0])
-        if node.name == "id":
-            return None
-        if PRIMITIVES[node.name].level == "layout" and node.args:
-            return annotated_space(node.args[-1])
-    if isinstance(node, Let):
-        return annotated_space(node.body)
-    return None
-
-
 def _wide_dot(name: str, width: int) -> str:
     """dot for float8/float16 (OpenCL's builtin takes at most four lanes): the products, summed by halves."""
     half = width // 2
@@ -551,24 +486,28 @@ def user_fun_source(fun: UserFun) -> str:
         raise CodegenError(f"user function {fun.name}: nested tuples are not supported in OpenCL functions", fun.span)
     from ..arith import c_name
 
-    emitter = Lowering({}, KernelContext())
+    lowering = Lowering({}, KernelContext())
     env = {}
     params = []
     for name, t in zip(names, types):
         env[name] = SV(CExpr(c_name(name), atomic=True), t)
         params.append(f"{c_type(t)} {c_name(name)}")
-    emitter.env = env
-    body = emitter.value(fun.body, "item").read(())
-    deps = "".join(user_fun_source(f) + "\n" for f in emitter.user_funs.values())
+    lowering.env = env
+    body = lowering.value(fun.body, "item").read(())
+    deps = "".join(user_fun_source(f) + "\n" for f in lowering.user_funs.values())
     return f"{deps}{c_type(fun.result_type)} {_fun_name(fun)}({', '.join(params)}) {{\n    return {body};\n}}\n"
 
 
 def lower(name: str, expr: Node, output: Memory, env: dict[str, View], ctx: KernelContext) -> kir.Kernel:
     """The kernel computing ``expr`` into ``output``, in kernel IR, with the views of ``env`` in scope."""
-    lowering = Lowering(env, ctx)
+    plan = placements(expr)
+    lowering = Lowering(env, ctx, plan)
     body = lowering.collect(lambda: lowering.emit(expr, MemDest(output, expr.type), "kernel"))
+    unused = [p for p in plan if id(p.node) not in lowering.materialized]
+    if unused:
+        raise InternalError(f"the memory plan places {unused[0].node} in {unused[0].space} memory; the lowering "
+                            "computed it without memory of its own")
     return kir.Kernel(name, body, output, dict(lowering.user_funs), dict(lowering.helpers))
 
 
-__all__ = ["Lowering", "KernelContext", "lower", "check_nesting", "user_fun_source", "is_layout_only",
-           "is_layout_map", "annotated_space"]
+__all__ = ["Lowering", "KernelContext", "lower", "check_nesting", "user_fun_source"]

@@ -24,7 +24,8 @@ from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from . import kir
 from .c import CExpr, Memory, Param, c_type
 from .launch import Launch
-from .lower import KernelContext, Lowering, check_nesting, is_layout_only
+from ..primitives import is_view
+from .lower import KernelContext, Lowering, check_nesting
 from .passes import compile_kernel
 from .views import MemView, ScalarView, View, elem_count, leaf_type
 
@@ -162,7 +163,7 @@ def generate(
             if not isinstance(body.pattern, PVar):
                 raise CodegenError("a kernel's result must be bound to one name", body.span)
             stages.append((body.pattern.name, value))
-        elif is_layout_only(value):
+        elif is_view(value):
             stages.append(("", body))  # a view: bound when the stages are emitted
         else:
             break

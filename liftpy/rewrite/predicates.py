@@ -67,10 +67,9 @@ def _variable(e: Node) -> bool:
 @predicate("view")
 def _view(e: Node) -> bool:
     """The expression (or the function's body) only rearranges data (no arithmetic, no copy to memory)."""
-    from ..ir import walk
-    from .strategies import computes
+    from ..primitives import is_view
 
-    return not computes(e) and not any(isinstance(n, Prim) and PRIMITIVES[n.name].space for n in walk(e))
+    return is_view(e)
 
 
 @predicate("lanewise")

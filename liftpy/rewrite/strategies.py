@@ -24,8 +24,8 @@ from typing import Callable, Iterable, Union
 
 from ..constraints import Constraint
 from ..errors import LiftError, RewriteError
-from ..ir import Lambda, Let, Node, Prim, Program, ScalarOp, UserFun, Var, walk
-from ..primitives import PRIMITIVES
+from ..ir import Lambda, Node, Prim, Program, UserFun, Var, walk
+from ..primitives import PRIMITIVES, is_view, primitive_of
 from .match import Names, binders, static_size_names
 
 Tree = Union[Node, Program]
@@ -461,18 +461,14 @@ def function_arg(s: Strategy) -> Strategy:
 
 # ------------------------------------------------------------------------------------------------ predicates
 def computes(node: Node) -> bool:
-    """Whether evaluating ``node`` does arithmetic (as opposed to only rearranging data, which is a view)."""
-    for n in walk(node):
-        if isinstance(n, (ScalarOp, UserFun)) or isinstance(n, Prim) and PRIMITIVES[n.name].computes:
-            return True
-        if isinstance(n, Let) and computes(n.value):
-            return True
-    return False
+    """Whether evaluating ``node`` does more than rearrange data (:func:`liftpy.primitives.is_view`)."""
+    return not is_view(node)
 
 
 def is_compute_map(tree: Tree) -> bool:
-    """A ``map`` whose function computes something (a layout-only map stays a view when lowered)."""
-    return isinstance(tree, Prim) and tree.name == "map" and computes(tree.args[0])
+    """A high-level ``map`` whose function computes something (a map of a view stays a view when lowered)."""
+    prim = primitive_of(tree)
+    return prim is not None and prim.is_map and prim.is_view and computes(tree.args[0])
 
 
 def body_is_reduction(tree: Tree) -> bool:
