@@ -34,6 +34,7 @@ from .constraints import Constraint
 from .device import Device
 from .errors import ConstraintError, SizeError
 from .ir import Prim, Program, walk
+from .codegen.launch import parallel_maps
 from .codegen.memory import placements
 from .primitives import primitive_of
 from .typecheck import size_bindings, specialize, typecheck
@@ -528,32 +529,22 @@ def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
     """Resources the program needs, as expressions of its parameters, against the device's limits."""
     out: list[tuple[str, Constraint]] = []
 
-    def go(node, lcl_path: tuple):
-        outer_path = lcl_path  # a mapLcl's data is computed before it, outside its work-items
-        prim = primitive_of(node)
-        if prim is not None and prim.parallel == "local":
-            d, n = node.params[0], node.args[-1].type.size
-            limit = device.max_work_item_sizes[d] if d < len(device.max_work_item_sizes) else 1
-            out.append((f"device.work_item_size.{d}", Constraint(
-                "at_least", limit, n, f"mapLcl({d}) over {n} work-items: the device allows {limit} in dimension {d}",
-                node.span, "device")))
-            lcl_path = lcl_path + (n,)
-            group = arith.Const(1)
-            for x in lcl_path:
-                group = group * x
-            out.append(("device.work_group_size", Constraint(
-                "at_least", device.max_work_group_size, group,
-                f"a work-group of {group} work-items: the device allows {device.max_work_group_size}",
-                node.span, "device")))
-        if prim is not None and prim.parallel == "local":
-            for f in node.args[:-1]:
-                go(f, lcl_path)
-            go(node.args[-1], outer_path)
-            return
-        for child in node.children():
-            go(child, lcl_path)
-
-    go(body, ())
+    # work-groups: the parallel maps the code generator makes the launch of, one work-item per mapLcl element
+    for parallel in parallel_maps(body):
+        if parallel.level != "local":
+            continue
+        d, n, node = parallel.dim, parallel.extent, parallel.node
+        limit = device.max_work_item_sizes[d] if d < len(device.max_work_item_sizes) else 1
+        out.append((f"device.work_item_size.{d}", Constraint(
+            "at_least", limit, n, f"mapLcl({d}) over {n} work-items: the device allows {limit} in dimension {d}",
+            node.span, "device")))
+        group = arith.Const(1)
+        for x in parallel.group:
+            group = group * x
+        out.append(("device.work_group_size", Constraint(
+            "at_least", device.max_work_group_size, group,
+            f"a work-group of {group} work-items: the device allows {device.max_work_group_size}",
+            node.span, "device")))
     # private and local memory: the code generator's own memory plan, sizes still symbolic
     for placed in placements(body):
         words = placed.elements

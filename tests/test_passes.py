@@ -248,3 +248,26 @@ def test_compile_shows_the_kernel_ir(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "kernel diffs -> output[768]" in out and "parallel work-group(0)" in out and "barrier local" in out
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*.lift")), ids=lambda p: p.stem)
+def test_the_parameter_space_and_the_launch_see_the_same_parallel_maps(path):
+    """The parameter space bounds the work-groups of parallel_maps (functional IR, sizes symbolic); the launch
+    is made from the kernel IR's parallel loops: for every corpus program they agree."""
+    from liftpy.codegen.launch import extents, parallel_maps
+    from liftpy.typecheck import typecheck
+
+    from .test_codegen import sizes_of
+
+    program, sizes = liftpy.load(path), sizes_of(path)
+    generated = generate(program, sizes)
+    body = typecheck(program, sizes).program.function(None).body  # every kernel of the program
+    from_expr: dict = {"work-group": {}, "local": {}, "global": {}}
+    for m in parallel_maps(body):
+        from_expr[m.level][m.dim] = max(from_expr[m.level].get(m.dim, 0), m.extent.as_int())
+    from_ir: dict = {"work-group": {}, "local": {}, "global": {}}
+    for kernel in generated.kernels:
+        for level, dims in extents(kernel.ir).items():
+            for d, n in dims.items():
+                from_ir[level][d] = max(from_ir[level].get(d, 0), n)
+    assert from_expr == from_ir

@@ -10,9 +10,59 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import arith
 from ..device import Device
 from ..errors import CodegenError
+from ..ir import Node
+from ..primitives import primitive_of
 from .kir import Kernel, ParFor, walk
+
+
+@dataclass(frozen=True)
+class ParallelMap:
+    """A parallel map of a kernel's expression: its level and dimension, its length, and for a mapLcl the
+    work-group it makes with the mapLcl maps around it (their lengths, outermost first, its own last)."""
+
+    node: Node
+    level: str
+    dim: int
+    extent: arith.Expr
+    group: tuple = ()
+
+
+def parallel_maps(expr: Node) -> list[ParallelMap]:
+    """The parallel maps of a kernel's expression, sizes symbolic or not: what :func:`launch_for` makes the
+    NDRange of once they are loops of the kernel IR, and what the parameter space bounds by the device's
+    work-group limits before any size is chosen. A map's data is computed outside the work-items of the
+    mapLcl that reads it; its function runs inside them."""
+    out: list[ParallelMap] = []
+
+    def go(node: Node, group: tuple):
+        prim = primitive_of(node)
+        if prim is not None and prim.parallel:
+            extent = node.args[-1].type.size
+            inner = group + (extent,) if prim.parallel == "local" else group
+            out.append(ParallelMap(node, prim.parallel, node.params[0], extent,
+                                   inner if prim.parallel == "local" else ()))
+            for f in node.args[:-1]:
+                go(f, inner)
+            go(node.args[-1], group)
+            return
+        for child in node.children():
+            go(child, group)
+
+    go(expr, ())
+    return out
+
+
+def extents(kernel: Kernel) -> dict[str, dict[int, int]]:
+    """The longest parallel loop of each level and dimension of a kernel in kernel IR."""
+    table: dict[str, dict[int, int]] = {"work-group": {}, "local": {}, "global": {}}
+    for stmt in walk(kernel.body):
+        if isinstance(stmt, ParFor):
+            level = table[stmt.level]
+            level[stmt.dim] = max(level.get(stmt.dim, 0), stmt.extent)
+    return table
 
 
 @dataclass(frozen=True)
@@ -41,12 +91,8 @@ def launch_for(kernel: Kernel, device: Device) -> Launch:
     group from mapLcl, global work-items from mapGlb; local sizes shrunk to fit the device (loops take the rest).
     A mapGlb kernel's local size is free: on a CPU it is chosen (:func:`cpu_work_groups`) for work-items with
     the kernel's private memory."""
-    extents: dict[str, dict[int, int]] = {"work-group": {}, "local": {}, "global": {}}
-    for stmt in walk(kernel.body):
-        if isinstance(stmt, ParFor):
-            table = extents[stmt.level]
-            table[stmt.dim] = max(table.get(stmt.dim, 0), stmt.extent)
-    wrg, lcl, glb = extents["work-group"], extents["local"], extents["global"]
+    table = extents(kernel)
+    wrg, lcl, glb = table["work-group"], table["local"], table["global"]
     if not wrg and not glb:
         raise CodegenError(f"kernel {kernel.name} needs a parallel map (mapGlb or mapWrg) at its top")
     dims = max([*wrg, *glb]) + 1
@@ -102,4 +148,4 @@ def cpu_work_groups(global_size: tuple[int, ...], limits: Device, per_unit: int 
     return tuple(local)
 
 
-__all__ = ["Launch", "launch_for", "cpu_work_groups", "CPU_GROUP_PRIVATE_BYTES"]
+__all__ = ["Launch", "launch_for", "cpu_work_groups", "CPU_GROUP_PRIVATE_BYTES", "ParallelMap", "parallel_maps", "extents"]
