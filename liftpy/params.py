@@ -30,12 +30,12 @@ from typing import Iterable, Mapping
 
 from . import arith
 from .arith import Expr
+from .codegen.launch import parallel_maps
+from .codegen.memory import placements
 from .constraints import Constraint
 from .device import Device
 from .errors import ConstraintError, SizeError
 from .ir import Prim, Program, walk
-from .codegen.launch import parallel_maps
-from .codegen.memory import placements
 from .primitives import primitive_of
 from .typecheck import size_bindings, specialize, typecheck
 from .types import ArrayType, Type, VectorType

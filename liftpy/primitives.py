@@ -128,8 +128,9 @@ class Primitive:
     def evaluate(self, ev, node: Prim, env):
         raise NotImplementedError
 
-    # code generation (liftpy.codegen): layout primitives give a view to read and may say how to write
-    # through them; computing primitives are lowered to loops by liftpy.codegen.lower.
+    # code generation (liftpy.codegen): a primitive whose value is read where it is used (the views, and dot)
+    # gives a view to read, and a view may say how to write through it; maps and reductions are lowered to
+    # loops by liftpy.codegen.lower, asking their traits.
     def view(self, cg, node: Prim, level: str):
         raise NotImplementedError(f"{self.name} has no view")
 

@@ -3,10 +3,12 @@
 ``generate(program, sizes)`` specialises the program to the sizes, type-checks it, checks the legality of
 its parallel maps, cuts it into kernels, and compiles each one through the passes of
 :func:`liftpy.codegen.passes.compile_kernel` (lower to the kernel IR, place memory, insert barriers, version
-padded reads, split sequential loops, allocate private memory, choose the launch, print OpenCL C). A program's body is a chain of ``val``s; each
-``val`` whose value contains a ``mapGlb`` or ``mapWrg`` is one kernel writing a global buffer that stays on
-the device for the kernels after it (the convolution pipeline has four), a ``val`` that only rearranges data
-is a view over earlier buffers, and the final expression is the last kernel, writing the output.
+padded reads, split sequential loops, allocate private memory, choose the launch, print OpenCL C).
+
+A program's body is a chain of ``val``s; each ``val`` whose value contains a ``mapGlb`` or ``mapWrg`` is one
+kernel writing a global buffer that stays on the device for the kernels after it (the convolution pipeline has
+four), a ``val`` that only rearranges data is a view over earlier buffers, and the final expression is the
+last kernel, writing the output.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from ..arith import c_name
 from ..device import Device
 from ..errors import CodegenError
 from ..ir import Let, Node, Prim, PVar, walk
-from ..primitives import PRIMITIVES
+from ..primitives import PRIMITIVES, is_view
 from ..typecheck import TypedProgram, typecheck
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from . import kir
 from .c import CExpr, Memory, Param, c_type
 from .launch import Launch
-from ..primitives import is_view
 from .lower import KernelContext, Lowering, check_nesting
 from .passes import compile_kernel
 from .views import MemView, ScalarView, View, elem_count, leaf_type
