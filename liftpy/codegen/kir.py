@@ -12,7 +12,7 @@ OpenCL C. Statements:
 * :class:`Store` / :class:`VStore` -- an assignment (one element, or a vector of neighbours) through an index
   expression of :mod:`liftpy.arith`; values are :class:`~liftpy.codegen.c.CExpr` trees whose loads,
   vector loads and padded reads stay structured (:mod:`liftpy.codegen.c`).
-* :class:`Barrier`, :class:`If` (only the padding versions), :class:`Comment`.
+* :class:`Barrier`, :class:`If` (only the padding versions).
 
 :func:`format_kernel` prints a kernel for people (``liftpy compile --show-ir``).
 """
@@ -27,11 +27,6 @@ from .c import CExpr, Memory, c_type, indices, substitute
 
 
 # ------------------------------------------------------------------------------------------------ statements
-@dataclass(frozen=True)
-class Comment:
-    text: str
-
-
 @dataclass(frozen=True)
 class Alloc:
     """A private, local or global memory starts here (local ones are declared at the kernel's top)."""
@@ -117,7 +112,7 @@ class If:
     orelse: tuple
 
 
-Stmt = Union[Comment, Alloc, Store, VStore, Barrier, Produce, ParFor, SeqFor, Unrolled, If]
+Stmt = Union[Alloc, Store, VStore, Barrier, Produce, ParFor, SeqFor, Unrolled, If]
 BODIES = {Produce: ("body",), ParFor: ("body",), SeqFor: ("body",), Unrolled: ("body",), If: ("then", "orelse")}
 
 
@@ -208,9 +203,7 @@ def format_kernel(kernel: Kernel) -> str:
     def go(body: tuple, depth: int):
         pad = "  " * depth
         for s in body:
-            if isinstance(s, Comment):
-                lines.append(f"{pad}// {s.text}")
-            elif isinstance(s, Alloc):
+            if isinstance(s, Alloc):
                 reg = " (registers)" if s.mem in kernel.registers else ""
                 lines.append(f"{pad}{s.mem.space} {c_type(s.mem.leaf)} {s.mem.name}[{s.mem.size}]{reg}")
             elif isinstance(s, Store):
@@ -242,5 +235,5 @@ def format_kernel(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Kernel", "Stmt", "Comment", "Alloc", "Store", "VStore", "Barrier", "Produce", "ParFor", "SeqFor",
-           "Unrolled", "If", "walk", "map_bodies", "index_exprs", "substitute_body", "memories", "format_kernel"]
+__all__ = ["Kernel", "Stmt", "Alloc", "Store", "VStore", "Barrier", "Produce", "ParFor", "SeqFor",
+           "Unrolled", "If", "walk", "map_bodies", "index_exprs", "substitute_body", "memories", "values", "format_kernel"]

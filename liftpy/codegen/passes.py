@@ -278,9 +278,7 @@ def print_opencl(kernel: kir.Kernel, buffers: dict[str, Memory], scalars: list[t
 
 def _print_body(body: tuple, kernel: kir.Kernel, code: Code) -> None:
     for s in body:
-        if isinstance(s, kir.Comment):
-            code.comment(s.text)
-        elif isinstance(s, kir.Alloc):
+        if isinstance(s, kir.Alloc):
             code.line(_Declaration(s.mem))
         elif isinstance(s, kir.Store):
             target = MemRef(s.mem, s.offset)
