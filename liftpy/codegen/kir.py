@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Union
 
 from .. import arith
-from .c import CExpr, Memory, c_type, indices, substitute
+from .c import CExpr, Memory, MemRef, c_type, indices, substitute
 
 
 # ------------------------------------------------------------------------------------------------ statements
@@ -200,7 +200,7 @@ def format_kernel(kernel: Kernel) -> str:
     for mem in kernel.locals:
         lines.append(f"  local {c_type(mem.leaf)} {mem.name}[{mem.size}]")
 
-    def go(body: tuple, depth: int):
+    def go(body: tuple, depth: int):  # loads and stores as the C will print them (registers, variables)
         pad = "  " * depth
         for s in body:
             if isinstance(s, Alloc):
@@ -208,9 +208,10 @@ def format_kernel(kernel: Kernel) -> str:
                 lines.append(f"{pad}{s.mem.space} {c_type(s.mem.leaf)} {s.mem.name}[{s.mem.size}]{reg}")
             elif isinstance(s, Store):
                 lane = f".s{s.lane:x}" if s.lane is not None else ""
-                lines.append(f"{pad}{s.mem.name}[{s.offset}]{lane} = {s.value}")
+                target = MemRef(s.mem, s.offset).render(kernel.registers)
+                lines.append(f"{pad}{target}{lane} = {s.value.render(kernel.registers)}")
             elif isinstance(s, VStore):
-                lines.append(f"{pad}{s.mem.name}[{s.offset} : +{s.width}] = {s.value}")
+                lines.append(f"{pad}{s.mem.name}[{s.offset} : +{s.width}] = {s.value.render(kernel.registers)}")
             elif isinstance(s, Barrier):
                 lines.append(f"{pad}barrier {s.space}")
             elif isinstance(s, Produce):
