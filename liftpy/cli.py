@@ -244,20 +244,33 @@ def save_array(output: str, array: np.ndarray) -> str:
 def cmd_compile(args) -> int:
     from . import load
     from .codegen.host import write_program
-    from .runtime import compile as compile_program
 
     program = load(args.file)
-    exe = compile_program(program, program_sizes(program, args.size), device=args.device, function=args.function)
+    sizes = program_sizes(program, args.size)
+    if args.target:  # a device profile: the kernels are generated for it, offline, with no OpenCL here
+        from .codegen.program import generate
+        from .params import target_profiles
+
+        profiles = target_profiles()
+        if args.target not in profiles:
+            raise InputError(f"unknown target profile {args.target!r} (profiles: {', '.join(profiles)})")
+        if args.device:
+            raise InputError("give --target or --device, not both")
+        generated = generate(program, sizes, args.function, device=profiles[args.target])
+    else:
+        from .runtime import compile as compile_program
+
+        generated = compile_program(program, sizes, device=args.device, function=args.function).generated
     with writing("-o", args.output):
-        written = write_program(exe.generated, args.output)
+        written = write_program(generated, args.output)
     for path in written:
         print(f"wrote {path}")
-    for name, (global_size, local_size) in exe.launch.items():
+    for name, (global_size, local_size) in generated.launch.items():
         print(f"  {name}: global {global_size}, local {local_size}")
     if args.show_ir:
         from .codegen.kir import format_kernel
 
-        for kernel in exe.generated.kernels:
+        for kernel in generated.kernels:
             print()
             print(format_kernel(kernel.ir))
     return 0
@@ -523,6 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="out", help="directory for the .cl files and host.py (default: out)")
     p.add_argument("--show-ir", action="store_true",
                    help="also print each kernel in the kernel IR, as the code generator's passes left it")
+    p.add_argument("--target", help="generate for a device profile instead of a live device, offline: "
+                                    "mali-g72, pocl-cpu, nvidia-gtx1080")
 
     p = add("run", "compile, run on the device, and compare with the interpreter", cmd_run)
     p.add_argument("file")

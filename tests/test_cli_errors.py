@@ -20,6 +20,10 @@ SMALL = ["--input", "8x12x12", "--kernels", "8x3x3", "--padding", "1"]
 # file, {dir} a directory, {notadb} a file that is not a database, {db} a tuning database holding a correct
 # trial of the SMALL layer, {new} a path where nothing exists yet.
 CASES = [
+    ("compile-unknown-target", ["compile", STENCIL, *SIZES, "--target", "mali-g71", "-o", "{new}"],
+     ["unknown target profile 'mali-g71'", "mali-g72"]),
+    ("compile-target-and-device", ["compile", STENCIL, *SIZES, "--target", "mali-g72", "--device", "0:0", "-o", "{new}"],
+     ["--target or --device"]),
     # output paths that cannot be written: the option, the path and the reason
     ("eval-o-missing-directory", ["eval", STENCIL, *SIZES, "--random", "0", "-o", "/nonexistent/dir/y.npy"],
      ["-o /nonexistent/dir/y.npy", "cannot write", "No such file or directory"]),

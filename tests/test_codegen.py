@@ -285,3 +285,32 @@ def test_launch_leaves_gpu_local_sizes_to_the_driver_and_fixes_them_on_a_cpu():
     # mapWrg/mapLcl kernels keep the local size their maps give, on any device
     stencil, sizes = liftpy.load(EXAMPLES / "stencil2d.lift"), {"width": 30, "height": 20}
     assert generate(stencil, sizes, device=Device(kind="cpu")).launch == generate(stencil, sizes).launch
+
+
+@pytest.mark.parametrize("name", ["local_staging", "matmul_tiled", "matvec_workgroups", "stencil_pad2d"])
+def test_kernels_generated_offline_for_a_target_run_correctly_here(name, tmp_path, capsys):
+    """liftpy compile --target writes kernels for a device one does not have (the Mali-G72 profile: work-groups
+    of at most 384); the OpenCL they are is portable, so they run here and must match the interpreter."""
+    from liftpy.cli import main
+    from liftpy.codegen.program import generate
+    from liftpy.params import target_profiles
+    from liftpy.runtime import Executable
+
+    path = HERE / "corpus" / f"{name}.lift"
+    sizes = sizes_of(path)
+    args = ["compile", str(path), *(f"--size={k}={v if isinstance(v, int) else ','.join(map(str, v))}"
+                                    for k, v in sizes.items()), "--target", "mali-g72", "-o", str(tmp_path)]
+    assert main(args) == 0
+    assert "wrote" in capsys.readouterr().out
+    program = liftpy.load(path)
+    mali = target_profiles()["mali-g72"]
+    generated = generate(program, sizes, device=mali)
+    for kernel in generated.kernels:
+        assert (tmp_path / f"{kernel.name}.cl").read_text().strip() == kernel.source.strip()
+        local = kernel.launch.local_size
+        assert local is None or math.prod(local) <= mali.max_work_group_size
+    inputs = random_inputs(program, sizes, seed=3)
+    result = Executable(generated).run(inputs, poison=True)
+    expected = liftpy.evaluate(program, inputs, sizes)
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(result.output, expected, rtol=1e-4, atol=1e-5 * scale)
