@@ -40,3 +40,62 @@ def conv2d_nchw(x, w, bias, stride=(1, 1), padding=(0, 0, 0, 0), reference=conv2
     bias = np.zeros(w.shape[0]) if bias is None else np.asarray(bias, dtype=np.float64)
     w_khwc = np.asarray(w).transpose(0, 2, 3, 1)
     return np.stack([reference(np.asarray(image).transpose(1, 2, 0), w_khwc, bias, stride, padding) for image in x])
+
+
+def matmul(a, b):
+    """a @ b in float64, by explicit sums over k."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    out = np.zeros((a.shape[0], b.shape[1]))
+    for k in range(a.shape[1]):
+        out += np.outer(a[:, k], b[k, :])
+    return out
+
+
+def max_pool_nchw(x, size, stride):
+    """Max over size x size windows moved by stride, per image and channel; windows that do not fit dropped."""
+    n, c, h, w = x.shape
+    out_h, out_w = (h - size) // stride + 1, (w - size) // stride + 1
+    out = np.empty((n, c, out_h, out_w))
+    for i in range(out_h):
+        for j in range(out_w):
+            out[:, :, i, j] = x[:, :, i * stride : i * stride + size, j * stride : j * stride + size].max(axis=(2, 3))
+    return out
+
+
+def depthwise_nchw(x, w, padding=(0, 0, 0, 0)):
+    """Each channel c of x (N x C x H x W) convolved with its own filter w[c] (C x kh x kw), stride 1, zero
+    padding (top, bottom, left, right); float64."""
+    top, bottom, left, right = padding
+    xp = np.pad(np.asarray(x, dtype=np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    c, kh, kw = w.shape
+    out_h, out_w = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], c, out_h, out_w))
+    for a in range(kh):
+        for b in range(kw):
+            out += xp[:, :, a : a + out_h, b : b + out_w] * np.asarray(w, dtype=np.float64)[None, :, a, b, None, None]
+    return out
+
+
+def conv1x1_nchw(x, w, bias):
+    """out[n, k] = bias[k] + sum_c w[k, c] x[n, c], per pixel; float64."""
+    x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    return np.einsum("nchw,kc->nkhw", x, w) + np.asarray(bias, dtype=np.float64)[None, :, None, None]
+
+
+def dilated_conv_nchw(x, w, bias, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)):
+    """PyTorch's conv2d with dilation, by explicit loops over the taps in float64 (x: N x C x H x W, w: K x C x
+    kh x kw, padding (top, bottom, left, right)); windows that do not fit are dropped."""
+    top, bottom, left, right = padding
+    xp = np.pad(np.asarray(x, dtype=np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    k, _, kh, kw = w.shape
+    span_h, span_w = (kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1
+    out_h = (xp.shape[2] - span_h) // stride[0] + 1
+    out_w = (xp.shape[3] - span_w) // stride[1] + 1
+    out = np.zeros((x.shape[0], k, out_h, out_w)) + np.asarray(bias, dtype=np.float64)[None, :, None, None]
+    w64 = np.asarray(w, dtype=np.float64)
+    for a in range(kh):
+        for b in range(kw):
+            rows = slice(a * dilation[0], a * dilation[0] + (out_h - 1) * stride[0] + 1, stride[0])
+            cols = slice(b * dilation[1], b * dilation[1] + (out_w - 1) * stride[1] + 1, stride[1])
+            out += np.einsum("nchw,kc->nkhw", xp[:, :, rows, cols], w64[:, :, a, b])
+    return out

@@ -132,3 +132,30 @@ def test_the_batch_helper_agrees_with_liftpys_reference(reference):
     # each image is its own: the second image's result does not depend on the first
     alone = conv2d_nchw(x[1:2], weights, bias, stride, padding, reference)
     np.testing.assert_array_equal(alone[0], conv2d_nchw(x, weights, bias, stride, padding, reference)[1])
+
+
+def test_the_program_references_agree_with_the_convolution_and_with_numpy():
+    """The references of examples/programs/ (tests/reference.py) checked against conv2d_nchw and numpy's own
+    operations, written differently."""
+    from .reference import conv1x1_nchw, conv2d_nchw, depthwise_nchw, dilated_conv_nchw, matmul, max_pool_nchw
+
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((4, 6)), rng.standard_normal((6, 3))
+    np.testing.assert_allclose(matmul(a, b), a @ b, rtol=1e-12)
+    x, w, bias = rng.standard_normal((2, 3, 8, 7)), rng.standard_normal((5, 3, 3, 2)), rng.standard_normal(5)
+    np.testing.assert_allclose(dilated_conv_nchw(x, w, bias, (2, 1), (1, 0, 2, 1), (1, 1)),
+                               conv2d_nchw(x, w, bias, (2, 1), (1, 0, 2, 1)), rtol=1e-10)
+    # dilation 2 reads every other row: the same as convolving with a kernel of zeros between the taps
+    spread = np.zeros((5, 3, 5, 2))
+    spread[:, :, ::2] = w
+    np.testing.assert_allclose(dilated_conv_nchw(x, w, bias, (1, 1), (0, 0, 0, 0), (2, 1)),
+                               conv2d_nchw(x, spread, bias), rtol=1e-10)
+    w1 = rng.standard_normal((5, 3))
+    np.testing.assert_allclose(conv1x1_nchw(x, w1, bias), conv2d_nchw(x, w1[:, :, None, None], bias), rtol=1e-10)
+    wd = rng.standard_normal((3, 3, 3))
+    for c in range(3):
+        np.testing.assert_allclose(depthwise_nchw(x, wd, (1, 1, 1, 1))[:, c],
+                                   conv2d_nchw(x[:, c : c + 1], wd[c][None, None], None, (1, 1), (1, 1, 1, 1))[:, 0],
+                                   rtol=1e-10)
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
+    np.testing.assert_allclose(max_pool_nchw(x, 3, 2), windows.max(axis=(4, 5)))
