@@ -1,0 +1,163 @@
+"""The high-level programs of examples/programs/ as users pay for them, against PyTorch on the same data.
+
+    python benchmarks/programs.py [--programs matmul,depthwise] [--repeat 5] [--rounds 3] [--out FILE]
+
+Each program is compiled by the route named in the table -- today the default lowering (``lower_to_opencl``:
+every outer map a global one, every reduction a sequential loop, no tuning); the automatic route of issue 14
+takes its place -- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
+out, is timed in rounds interleaved with PyTorch's equivalent call (when PyTorch is installed), the kernel
+events summed beside. The first call is compared with PyTorch's result (or, without PyTorch, skipped: the
+tests check these programs against numpy references at small sizes).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+import liftpy  # noqa: E402
+from benchmarks.vgg16 import machine_record, publish, quiesce  # noqa: E402
+from liftpy.rewrite.strategies import lower_to_opencl  # noqa: E402
+
+PROGRAMS = ROOT / "examples" / "programs"
+
+
+def _torch():
+    try:
+        import torch
+        import torch.nn.functional as F
+
+        return torch, F
+    except ImportError:
+        return None, None
+
+
+def cases(rng):
+    """name -> (sizes, constant inputs, per-call inputs, PyTorch's call or None, flops). The calls take their
+    arrays as default arguments: the names are reused from case to case."""
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    torch, F = _torch()
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    out = {}
+    a, b = r(512, 512), r(512, 512)
+    out["matmul"] = ({"n": 512, "k": 512, "m": 512}, {"b": b}, {"a": a},
+                     torch and (lambda i, b=b: torch.matmul(t(i["a"]), t(b)).numpy()), 2 * 512 ** 3)
+    x = r(1, 64, 112, 112)
+    out["maxpool"] = ({"N": 1, "C": 64, "H": 112, "W": 112, "poolSize": 2, "poolStride": 2}, {}, {"input": x},
+                      torch and (lambda i: F.max_pool2d(t(i["input"]), 2, 2).numpy()), 64 * 56 * 56 * 4)
+    x, w = r(1, 64, 112, 112), r(64, 3, 3)
+    out["depthwise"] = ({"N": 1, "C": 64, "H": 112, "W": 112, "kernelHeight": 3, "kernelWidth": 3,
+                         "padSize": (1, 1, 1, 1)}, {"weights": w}, {"input": x},
+                        torch and (lambda i, w=w: F.conv2d(t(i["input"]), t(w[:, None]), None, 1, 1, 1, 64).numpy()),
+                        2 * 64 * 112 * 112 * 9)
+    x, w, bias = r(1, 256, 56, 56), r(64, 256), r(64)
+    out["conv1x1"] = ({"N": 1, "C": 256, "H": 56, "W": 56, "K": 64}, {"weights": w, "biases": bias}, {"input": x},
+                      torch and (lambda i, w=w, bias=bias: F.conv2d(t(i["input"]), t(w[:, :, None, None]), t(bias)).numpy()),
+                      2 * 64 * 256 * 56 * 56)
+    x, w, bias = r(1, 64, 56, 56), r(64, 64, 3, 3), r(64)
+    conv_sizes = {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "kernelHeight": 3, "kernelWidth": 3,
+                  "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+    out["conv_bias_relu"] = (conv_sizes, {"weights": w, "biases": bias}, {"input": x},
+                             torch and (lambda i, w=w, bias=bias: F.relu(F.conv2d(t(i["input"]), t(w), t(bias), 1, 1)).numpy()),
+                             2 * 64 * 64 * 9 * 56 * 56)
+    wg = r(64, 16, 3, 3)
+    out["grouped_conv"] = ({**conv_sizes, "groups": 4}, {"weights": wg, "biases": bias}, {"input": x},
+                           torch and (lambda i, bias=bias: F.conv2d(t(i["input"]), t(wg), t(bias), 1, 1, 1, 4).numpy()),
+                           2 * 64 * 16 * 9 * 56 * 56)
+    out["dilated_conv"] = ({**conv_sizes, "padSize": (2, 2, 2, 2), "dilation": (2, 2)}, {"weights": w, "biases": bias},
+                           {"input": x},
+                           torch and (lambda i, w=w, bias=bias: F.conv2d(t(i["input"]), t(w), t(bias), 1, 2, 2).numpy()),
+                           2 * 64 * 64 * 9 * 56 * 56)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--programs", default=",".join(p.stem for p in sorted(PROGRAMS.glob("*.lift"))))
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls per method, program and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    torch, _ = _torch()
+    threads = None
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count())
+        threads = torch.get_num_threads()
+    record = machine_record(threads)
+    print("\n".join(record), file=sys.stderr)
+    table = cases(np.random.default_rng(0))
+    prepared = []
+    for name in args.programs.split(","):
+        sizes, constants, inputs, torch_call, flops = table[name]
+        start = time.perf_counter()
+        lowered = lower_to_opencl(liftpy.load(PROGRAMS / f"{name}.lift"))
+        program = lowered.program
+        exe = liftpy.compile(program, sizes)
+        compile_ms = (time.perf_counter() - start) * 1000
+        run = exe.prepare(constants)
+        first = run.run(inputs, poison=True).output
+        error = None
+        if torch_call is not None:
+            expected = torch_call(inputs)
+            scale = max(1.0, float(np.abs(expected).max()))
+            error = float(np.abs(first.reshape(expected.shape) - expected).max()) / scale
+            assert error < 1e-3, f"{name}: the generated program differs from PyTorch by {error:.3g} (relative)"
+        prepared.append((name, run, inputs, torch_call, flops, compile_ms, error))
+        print(f"{name}: compiled in {compile_ms:.0f} ms; first call checked (error {error})", file=sys.stderr)
+
+    samples: dict = {}
+    for round_ in range(args.rounds):
+        for name, run, inputs, torch_call, *_ in prepared:
+            quiesce()
+            calls, kernels = [], []
+            for _ in range(args.repeat):
+                start = time.perf_counter()
+                result = run.run(inputs)
+                calls.append((time.perf_counter() - start) * 1000)
+                kernels.append(result.kernel_ms)
+            samples.setdefault((name, "call"), []).append(statistics.median(calls))
+            samples.setdefault((name, "kernels"), []).append(statistics.median(kernels))
+            if torch_call is not None:
+                quiesce()
+                torch_call(inputs)
+                times = []
+                for _ in range(args.repeat):
+                    start = time.perf_counter()
+                    torch_call(inputs)
+                    times.append((time.perf_counter() - start) * 1000)
+                samples.setdefault((name, "torch"), []).append(statistics.median(times))
+        print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+
+    def med(name, what):
+        values = samples.get((name, what))
+        return statistics.median(values) if values else None
+
+    lines = [f"{'program':15} {'route':16} {'call ms':>9} {'kernels ms':>10} {'GFLOP/s':>8} {'PyTorch ms':>10} "
+             f"{'liftpy/PyTorch':>14}"]
+    for name, _, _, _, flops, _, _ in prepared:
+        call, kernels, theirs = med(name, "call"), med(name, "kernels"), med(name, "torch")
+        ratio = f"{call / theirs:14.1f}" if theirs else f"{'-':>14}"
+        lines.append(f"{name:15} {'lower_to_opencl':16} {call:9.2f} {kernels:10.2f} {flops / call / 1e6:8.1f} "
+                     f"{theirs if theirs is not None else float('nan'):10.2f} {ratio}")
+    lines += ["", "route lower_to_opencl: the default lowering, untuned (the automatic route of issue 14 replaces it).",
+              "call ms: the prepared program's whole call, numpy in and out; kernels ms: its kernel events;",
+              f"liftpy/PyTorch: how many times PyTorch's whole call. Medians over {args.rounds} rounds of medians of "
+              f"{args.repeat} calls.", "", *record, f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
