@@ -189,7 +189,12 @@ class PreparedProgram:
     """An executable with its device state kept between calls: kernels created once, the constant inputs (a
     layer's weights) uploaded once, intermediate buffers allocated once. ``run`` takes the other inputs and
     returns a fresh output array; with ``zero_copy`` (a device that shares host memory) the input and output
-    buffers are made over the caller's arrays instead of copied in and out."""
+    buffers are made over the caller's arrays instead of copied in and out.
+
+    Kernels that read only constant inputs (and what such kernels computed) -- a layout change of the
+    weights -- are *hoisted*: run once here, their results kept on the device, and left out of every ``run``
+    (``hoisted`` names them, ``hoisted_ms`` is their time). Their buffers are filled with NaN before they run,
+    so an element they fail to write shows in every checked output after."""
 
     def __init__(self, executable: "Executable", constants: Mapping[str, object] | None = None,
                  zero_copy: bool | None = None):
@@ -219,6 +224,37 @@ class PreparedProgram:
                 self.buffers[b.name] = cl.Buffer(self.context, mf.READ_WRITE, max(b.bytes, 4))
             elif b.role == "input" and b.name not in constants and not self.zero_copy:
                 self.buffers[b.name] = cl.Buffer(self.context, mf.READ_ONLY, max(b.bytes, 4))
+        self.hoisted, self.hoisted_ms = self._run_constant_kernels()
+
+    def _run_constant_kernels(self) -> tuple[tuple[str, ...], float]:
+        """Run, once, the kernels whose every argument is a constant or a hoisted kernel's result."""
+        cl = _cl()
+        g = self.executable.generated
+        known = set(self.constant_names)
+        hoisted = []
+        for plan, kernel in self.kernels:
+            if plan.produces != g.output and all(a in known for a in plan.args if a != plan.produces):
+                hoisted.append((plan, kernel))
+                known.add(plan.produces)
+        if not hoisted:
+            return (), 0.0
+        events = []
+        for plan, kernel in hoisted:
+            produced = g.buffer(plan.produces)
+            cl.enqueue_fill_buffer(self.queue, self.buffers[plan.produces], _poison(produced.dtype), 0,
+                                   max(produced.bytes, 4))
+            args = [self.buffers[a] if a in self.buffers else self.scalar_values[a] for a in plan.args]
+            try:
+                events.append(kernel(self.queue, plan.launch.global_size, plan.launch.local_size, *args))
+            except cl.Error as e:
+                raise DeviceError(f"launching {plan.name} (run once, on the constant inputs) failed: {e}") from None
+        try:
+            cl.wait_for_events(events)
+        except cl.Error as e:
+            raise DeviceError(f"running the constant kernels of {g.function} failed: {e}") from None
+        names = {plan.name for plan, _ in hoisted}
+        self.kernels = [(plan, kernel) for plan, kernel in self.kernels if plan.name not in names]
+        return tuple(plan.name for plan, _ in hoisted), sum((e.profile.end - e.profile.start) * 1e-6 for e in events)
 
     def run(self, inputs: Mapping[str, object] | None = None, repeat: int = 1, warmup: int = 0,
             poison: bool = False) -> RunResult:
@@ -256,8 +292,9 @@ class PreparedProgram:
         if self.zero_copy:
             buffers[g.output] = cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=output)
         if poison:
+            computed_once = {plan.produces for plan in g.kernels if plan.name in self.hoisted}
             for b in g.buffers:
-                if b.role != "input":
+                if b.role != "input" and b.name not in computed_once:
                     cl.enqueue_fill_buffer(self.queue, buffers[b.name], _poison(b.dtype), 0, max(b.bytes, 4))
         totals: list[float] = []
         per_kernel: dict[str, list[float]] = {plan.name: [] for plan, _ in self.kernels}

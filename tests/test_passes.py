@@ -271,3 +271,27 @@ def test_the_parameter_space_and_the_launch_see_the_same_parallel_maps(path):
             for d, n in dims.items():
                 from_ir[level][d] = max(from_ir[level].get(d, 0), n)
     assert from_expr == from_ir
+
+
+def test_kernels_of_constant_inputs_run_once_when_a_program_is_prepared():
+    """A stage that reads only the weights is hoisted: run when the program is prepared, not at each call."""
+    import numpy as np
+
+    program = liftpy.parse("""
+def scaledSum(w: [float]_n, x: [float]_n) = {
+  val doubled = mapGlb(0)(a -> a * 2.0f, w)
+  mapGlb(0)((a, b) -> a + b, zip(doubled, x)) }""")
+    exe = liftpy.compile(program, {"n": 1000})
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(1000).astype(np.float32)
+    prepared = exe.prepare({"w": w})
+    assert prepared.hoisted == ("scaledSum_doubled",)
+    for seed in (1, 2):
+        x = np.random.default_rng(seed).standard_normal(1000).astype(np.float32)
+        result = prepared.run({"x": x}, poison=True)  # the hoisted result is kept, not poisoned
+        np.testing.assert_array_equal(result.output, np.float32(2) * w + x)
+        assert list(result.per_kernel_ms) == ["scaledSum_output"]
+    x = rng.standard_normal(1000).astype(np.float32)
+    everything = exe.prepare().run({"w": w, "x": x})  # no constants: both kernels run at every call
+    assert list(everything.per_kernel_ms) == ["scaledSum_doubled", "scaledSum_output"]
+    np.testing.assert_array_equal(everything.output, np.float32(2) * w + x)
