@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from .. import arith
 from ..arith import Range
-from ..arith.expr import FloorDiv, Mod, Poly, _Binary
+from ..arith.expr import FloorDiv, Max, Min, Mod, Poly
 from ..device import Device
 from ..errors import CodegenError
 from ..ir import Node
@@ -198,7 +198,7 @@ def index_divisors(var: arith.Var, n: int, body: tuple) -> list[int]:
 
 def _subexpressions(e: arith.Expr):
     yield e
-    if isinstance(e, _Binary):
+    if isinstance(e, (FloorDiv, Mod, Min, Max)):
         for operand in e.operands():
             yield from _subexpressions(operand)
     elif isinstance(e, Poly):
