@@ -147,8 +147,14 @@ def cmd_check(args) -> int:
     from . import load
 
     program = load(args.file)
-    for line in check_report(program, program_sizes(program, args.size)):
+    sizes = program_sizes(program, args.size)
+    for line in check_report(program, sizes):
         print(line)
+    if args.nests:
+        from .rewrite.nests import loop_nests
+
+        for i, nest in enumerate(loop_nests(program, args.function, sizes), 1):
+            print(f"loops {i}: {nest.describe()}")
     return 0
 
 
@@ -515,6 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("check", "parse and type-check a .lift file; print each function's type", cmd_check)
     p.add_argument("file")
     p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
+    p.add_argument("--nests", action="store_true",
+                   help="also print the function's loop nests: its spatial maps and reductions")
+    p.add_argument("--function", help="the function whose nests to print (default: the last one in the file)")
 
     p = add("print", "print a .lift file back after parsing (macros expanded)", cmd_print)
     p.add_argument("file")

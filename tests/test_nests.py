@@ -46,3 +46,10 @@ def f(xs: [[float]_m]_n) = {
 
 def test_layout_alone_has_no_nest():
     assert loop_nests(liftpy.parse("def f(xs: [[float]_m]_n) = transpose(map(row -> split(2, row), xs))")) == []
+
+
+def test_check_prints_the_nests_at_the_sizes_given(capsys):
+    from liftpy.cli import main
+
+    assert main(["check", str(PROGRAMS / "matmul.lift"), "--nests", "--size", "n=4", "--size", "k=6"]) == 0
+    assert "loops 1: (4) x (m); reducing (6)" in capsys.readouterr().out

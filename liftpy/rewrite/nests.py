@@ -55,9 +55,10 @@ class Nest:
         return text
 
 
-def loop_nests(program: Program, function: str | None = None) -> list[Nest]:
-    """The nests of a function's body (typed with symbolic sizes), outermost computation first."""
-    typed = typecheck(program)
+def loop_nests(program: Program, function: str | None = None, sizes=None) -> list[Nest]:
+    """The nests of a function's body, outermost computation first; extents are symbolic where ``sizes``
+    does not bind them."""
+    typed = typecheck(program, sizes or {})
     body = typed.program.function(function).body
     nests: list[Nest] = []
     inside: set[int] = set()  # nodes already part of a nest
