@@ -1,10 +1,10 @@
 """The high-level programs of examples/programs/ as users pay for them, against PyTorch on the same data.
 
-    python benchmarks/programs.py [--programs matmul,depthwise] [--repeat 5] [--rounds 3] [--out FILE]
+    python benchmarks/programs.py [--programs matmul,depthwise] [--parallel 2,3] [--repeat 5] [--rounds 3] [--out FILE]
 
-Each program is compiled by the route named in the table -- today the default lowering (``lower_to_opencl``:
-every outer map a global one, every reduction a sequential loop, no tuning); the automatic route of issue 14
-takes its place -- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
+Each program is compiled by the routes named in the table -- today the default lowering (``lower_to_opencl``:
+the outer levels of maps global ones, ``--parallel`` of them, 2 by default; every reduction a sequential loop;
+no tuning); the automatic route of issue 14 takes its place -- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
 out, is timed in rounds interleaved with PyTorch's equivalent call (when PyTorch is installed), the kernel
 events summed beside. The first call is compared with PyTorch's result (or, without PyTorch, skipped: the
 tests check these programs against numpy references at small sizes).
@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 import liftpy  # noqa: E402
 from benchmarks.vgg16 import machine_record, publish, quiesce  # noqa: E402
-from liftpy.rewrite.strategies import lower_to_opencl  # noqa: E402
+from liftpy.rewrite.strategies import lowering  # noqa: E402
 
 PROGRAMS = ROOT / "examples" / "programs"
 
@@ -87,6 +87,7 @@ def cases(rng):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default=",".join(p.stem for p in sorted(PROGRAMS.glob("*.lift"))))
+    parser.add_argument("--parallel", default="2", help="the lowering's global levels, comma-separated: one route each")
     parser.add_argument("--repeat", type=int, default=5, help="timed calls per method, program and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out")
@@ -102,25 +103,27 @@ def main():
     prepared = []
     for name in args.programs.split(","):
         sizes, constants, inputs, torch_call, flops = table[name]
-        start = time.perf_counter()
-        lowered = lower_to_opencl(liftpy.load(PROGRAMS / f"{name}.lift"))
-        program = lowered.program
-        exe = liftpy.compile(program, sizes)
-        compile_ms = (time.perf_counter() - start) * 1000
-        run = exe.prepare(constants)
-        first = run.run(inputs, poison=True).output
-        error = None
-        if torch_call is not None:
-            expected = torch_call(inputs)
-            scale = max(1.0, float(np.abs(expected).max()))
-            error = float(np.abs(first.reshape(expected.shape) - expected).max()) / scale
-            assert error < 1e-3, f"{name}: the generated program differs from PyTorch by {error:.3g} (relative)"
-        prepared.append((name, run, inputs, torch_call, flops, compile_ms, error))
-        print(f"{name}: compiled in {compile_ms:.0f} ms; first call checked (error {error})", file=sys.stderr)
+        expected = torch_call(inputs) if torch_call is not None else None
+        for parallel in (int(p) for p in args.parallel.split(",")):
+            route = lowering(parallel=parallel)
+            start = time.perf_counter()
+            exe = liftpy.compile(route(liftpy.load(PROGRAMS / f"{name}.lift")).program, sizes)
+            compile_ms = (time.perf_counter() - start) * 1000
+            run = exe.prepare(constants)
+            first = run.run(inputs, poison=True).output
+            error = None
+            if expected is not None:
+                scale = max(1.0, float(np.abs(expected).max()))
+                error = float(np.abs(first.reshape(expected.shape) - expected).max()) / scale
+                assert error < 1e-3, f"{name}: {route.name} differs from PyTorch by {error:.3g} (relative)"
+            prepared.append((name, route.name, run, inputs, torch_call, flops))
+            print(f"{name} {route.name}: compiled in {compile_ms:.0f} ms; first call checked (error {error})",
+                  file=sys.stderr)
 
     samples: dict = {}
     for round_ in range(args.rounds):
-        for name, run, inputs, torch_call, *_ in prepared:
+        baseline_timed = set()  # PyTorch once per program and round, after its first route
+        for name, route, run, inputs, torch_call, _ in prepared:
             quiesce()
             calls, kernels = [], []
             for _ in range(args.repeat):
@@ -128,9 +131,10 @@ def main():
                 result = run.run(inputs)
                 calls.append((time.perf_counter() - start) * 1000)
                 kernels.append(result.kernel_ms)
-            samples.setdefault((name, "call"), []).append(statistics.median(calls))
-            samples.setdefault((name, "kernels"), []).append(statistics.median(kernels))
-            if torch_call is not None:
+            samples.setdefault((name, route, "call"), []).append(statistics.median(calls))
+            samples.setdefault((name, route, "kernels"), []).append(statistics.median(kernels))
+            if torch_call is not None and name not in baseline_timed:
+                baseline_timed.add(name)
                 quiesce()
                 torch_call(inputs)
                 times = []
@@ -138,21 +142,22 @@ def main():
                     start = time.perf_counter()
                     torch_call(inputs)
                     times.append((time.perf_counter() - start) * 1000)
-                samples.setdefault((name, "torch"), []).append(statistics.median(times))
+                samples.setdefault((name, "PyTorch", "call"), []).append(statistics.median(times))
         print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
 
-    def med(name, what):
-        values = samples.get((name, what))
+    def med(*key):
+        values = samples.get(key)
         return statistics.median(values) if values else None
 
-    lines = [f"{'program':15} {'route':16} {'call ms':>9} {'kernels ms':>10} {'GFLOP/s':>8} {'PyTorch ms':>10} "
+    lines = [f"{'program':15} {'route':30} {'call ms':>9} {'kernels ms':>10} {'GFLOP/s':>8} {'PyTorch ms':>10} "
              f"{'liftpy/PyTorch':>14}"]
-    for name, _, _, _, flops, _, _ in prepared:
-        call, kernels, theirs = med(name, "call"), med(name, "kernels"), med(name, "torch")
+    for name, route, _, _, _, flops in prepared:
+        call, kernels, theirs = med(name, route, "call"), med(name, route, "kernels"), med(name, "PyTorch", "call")
         ratio = f"{call / theirs:14.1f}" if theirs else f"{'-':>14}"
-        lines.append(f"{name:15} {'lower_to_opencl':16} {call:9.2f} {kernels:10.2f} {flops / call / 1e6:8.1f} "
+        lines.append(f"{name:15} {route:30} {call:9.2f} {kernels:10.2f} {flops / call / 1e6:8.1f} "
                      f"{theirs if theirs is not None else float('nan'):10.2f} {ratio}")
-    lines += ["", "route lower_to_opencl: the default lowering, untuned (the automatic route of issue 14 replaces it).",
+    lines += ["", "routes lower_to_opencl: the default lowering, untuned, with its number of global levels (2 unless",
+              "said); the automatic route of issue 14 replaces it.",
               "call ms: the prepared program's whole call, numpy in and out; kernels ms: its kernel events;",
               f"liftpy/PyTorch: how many times PyTorch's whole call. Medians over {args.rounds} rounds of medians of "
               f"{args.repeat} calls.", "", *record, f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 import liftpy
-from liftpy.rewrite.strategies import lower_to_opencl
+from liftpy.ir import Prim, walk
+from liftpy.primitives import PRIMITIVES
+from liftpy.rewrite.nests import loop_nests
+from liftpy.rewrite.strategies import lower_to_opencl, lowering
 
 from . import reference
 
@@ -83,4 +86,22 @@ def test_the_default_lowering_runs_on_opencl(name):
     assert lowered, lowered
     exe = liftpy.compile(lowered.program, sizes)
     result = exe.run(inputs, poison=True)
+    _close(result.output, expected)
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+@pytest.mark.parametrize("name", NAMES)
+def test_lowering_with_more_or_fewer_parallel_levels_runs_on_opencl(name, parallel):
+    """How many spatial levels run in parallel is a choice of the automatic route's space: each must be right.
+    The outermost levels become mapGlb(parallel - 1) and inwards; a nest of fewer levels uses the highest."""
+    inputs, sizes, expected = _case(name)
+    program = liftpy.load(PROGRAMS / f"{name}.lift")
+    (nest,) = loop_nests(program)
+    lowered = lowering(parallel=parallel)(program)
+    assert lowered, lowered
+    dims = {n.params[0] for f in lowered.program.functions for n in walk(f.body)
+            if isinstance(n, Prim) and PRIMITIVES[n.name].parallel == "global"}
+    levels = min(parallel, len(nest.spatial))
+    assert dims == set(range(parallel - levels, parallel))
+    result = liftpy.compile(lowered.program, sizes).run(inputs, poison=True)
     _close(result.output, expected)

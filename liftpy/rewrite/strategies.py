@@ -485,22 +485,32 @@ def is_prim(*names: str) -> Strategy:
 
 
 # ------------------------------------------------------------------------------------------------ named strategies
-def lowering(unroll: bool = False) -> Strategy:
+def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
     """The default route to OpenCL for a one-kernel program, as in the paper's listing 1:
 
-    * the outermost map that computes becomes ``mapGlb(1)`` and the next one inside it ``mapGlb(0)`` (a map with
-      only one such level gets ``mapGlb(1)`` alone); maps that only rearrange data stay views;
+    * the outermost ``parallel`` levels of maps that compute become global maps, the outermost
+      ``mapGlb(parallel - 1)`` down to ``mapGlb(0)`` (with the default 2: the outermost map that computes becomes
+      ``mapGlb(1)`` and the next one inside it ``mapGlb(0)``; a nest with fewer levels uses the highest
+      dimensions); maps that only rearrange data stay views;
     * the remaining computing maps become ``mapSeq``, reductions ``reduceSeq`` (unrolled with ``unroll``);
     * a reduction's accumulator lives in private memory, and a sequential map whose elements are reductions
       writes them to global memory (``toGlobal(id, reduceSeq(toPrivate(id, init), ...))``).
+
+    ``parallel`` (1 to 3, OpenCL's dimensions) is the first choice of the automatic route's space: how many of
+    a nest's spatial levels run in parallel.
     """
     from . import rules
 
+    if parallel not in (1, 2, 3):
+        raise RewriteError(f"lowering: parallel must be 1, 2 or 3 (OpenCL's dimensions), got {parallel}")
     compute_map = when(is_compute_map, "compute map")
-    inner = try_(topDown(compute_map >> rules.mapGlb(0)))
-    parallel = try_(topDown(compute_map >> rules.mapGlb(1) >> function_arg(inner)))
+
+    def level(k: int) -> Strategy:  # this computing map as mapGlb(k - 1), the next k - 1 levels inside it below
+        s = compute_map >> rules.mapGlb(k - 1)
+        return s >> function_arg(try_(topDown(level(k - 1)))) if k > 1 else s
+
     steps = [
-        parallel,
+        try_(topDown(level(parallel))),
         normalize(compute_map >> rules.mapSeq),
         normalize(rules.reduceSeq),
         normalize(rules.privateAccumulator),
@@ -509,7 +519,8 @@ def lowering(unroll: bool = False) -> Strategy:
     if unroll:
         steps.append(normalize(rules.reduceSeqUnroll))
     s = seq(*steps)
-    return Strategy(s.fn, "lower_to_opencl" + ("(unroll)" if unroll else ""))
+    name = "lower_to_opencl" + ("(unroll)" if unroll else "") + (f"(parallel={parallel})" if parallel != 2 else "")
+    return Strategy(s.fn, name)
 
 
 class _Lazy(Strategy):
