@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import liftpy  # noqa: E402
+from benchmarks.baselines import timed  # noqa: E402
 from benchmarks.vgg16 import machine_record, publish, quiesce  # noqa: E402
 from liftpy.rewrite.strategies import lowering  # noqa: E402
 
@@ -136,13 +137,7 @@ def main():
             if torch_call is not None and name not in baseline_timed:
                 baseline_timed.add(name)
                 quiesce()
-                torch_call(inputs)
-                times = []
-                for _ in range(args.repeat):
-                    start = time.perf_counter()
-                    torch_call(inputs)
-                    times.append((time.perf_counter() - start) * 1000)
-                samples.setdefault((name, "PyTorch", "call"), []).append(statistics.median(times))
+                samples.setdefault((name, "PyTorch", "call"), []).append(timed(torch_call, inputs, args.repeat)[1])
         print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
 
     def med(*key):

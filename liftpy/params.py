@@ -29,16 +29,14 @@ from importlib import resources
 from typing import Iterable, Mapping
 
 from . import arith
-from .arith import Expr
 from .codegen.launch import parallel_maps
-from .codegen.memory import placements
+from .codegen.memory import placements, scalar_count
 from .constraints import Constraint
 from .device import Device
 from .errors import ConstraintError, SizeError
 from .ir import Prim, Program, walk
 from .primitives import primitive_of
 from .typecheck import size_bindings, specialize, typecheck
-from .types import ArrayType, Type, VectorType
 
 VECTOR_WIDTHS = (1, 2, 4, 8, 16)
 
@@ -515,16 +513,6 @@ def _vector_width_params(body, tuning) -> list[str]:
     return out
 
 
-def _elements(t: Type) -> Expr:
-    n: Expr = arith.Const(1)
-    while isinstance(t, ArrayType):
-        n = n * t.size
-        t = t.elem
-    if isinstance(t, VectorType):
-        n = n * t.width
-    return n
-
-
 def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
     """Resources the program needs, as expressions of its parameters, against the device's limits."""
     out: list[tuple[str, Constraint]] = []
@@ -558,7 +546,7 @@ def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
                 "at_least", device.local_mem_size // 4, words,
                 f"{words} floats in local memory: the device has {device.local_mem_size // 4}", placed.node.span,
                 "device")))
-    total = _elements(body.type)
+    total = scalar_count(body.type)
     out.append(("device.max_allocation", Constraint(
         "at_least", device.max_mem_alloc_size // 4, total,
         f"an output of {total} floats: the device allocates at most {device.max_mem_alloc_size // 4}",

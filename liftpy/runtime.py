@@ -225,6 +225,8 @@ class PreparedProgram:
             elif b.role == "input" and b.name not in constants and not self.zero_copy:
                 self.buffers[b.name] = cl.Buffer(self.context, mf.READ_ONLY, max(b.bytes, 4))
         self.hoisted, self.hoisted_ms = self._run_constant_kernels()
+        per_call = {plan.produces for plan, _ in self.kernels}  # the output and the temporaries not hoisted
+        self.poisoned = [b for b in generated.buffers if b.name in per_call]
 
     def _run_constant_kernels(self) -> tuple[tuple[str, ...], float]:
         """Run, once, the kernels whose every argument is a constant or a hoisted kernel's result."""
@@ -252,8 +254,7 @@ class PreparedProgram:
             cl.wait_for_events(events)
         except cl.Error as e:
             raise DeviceError(f"running the constant kernels of {g.function} failed: {e}") from None
-        names = {plan.name for plan, _ in hoisted}
-        self.kernels = [(plan, kernel) for plan, kernel in self.kernels if plan.name not in names]
+        self.kernels = [(plan, kernel) for plan, kernel in self.kernels if plan.produces not in known]
         return tuple(plan.name for plan, _ in hoisted), sum((e.profile.end - e.profile.start) * 1e-6 for e in events)
 
     def run(self, inputs: Mapping[str, object] | None = None, repeat: int = 1, warmup: int = 0,
@@ -291,11 +292,9 @@ class PreparedProgram:
         output = aligned_empty(out_plan.shape, out_plan.dtype)
         if self.zero_copy:
             buffers[g.output] = cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=output)
-        if poison:
-            computed_once = {plan.produces for plan in g.kernels if plan.name in self.hoisted}
-            for b in g.buffers:
-                if b.role != "input" and b.name not in computed_once:
-                    cl.enqueue_fill_buffer(self.queue, buffers[b.name], _poison(b.dtype), 0, max(b.bytes, 4))
+        if poison:  # what this call computes (a hoisted kernel's result is kept)
+            for b in self.poisoned:
+                cl.enqueue_fill_buffer(self.queue, buffers[b.name], _poison(b.dtype), 0, max(b.bytes, 4))
         totals: list[float] = []
         per_kernel: dict[str, list[float]] = {plan.name: [] for plan, _ in self.kernels}
         for iteration in range(warmup + repeat):

@@ -49,19 +49,10 @@ def render(p: Fragment, registers: Registers = frozenset()) -> str:
     return str(p)
 
 
-def index_text(e: Expr) -> CExpr:
-    """An index expression (arith) as C, atomic when it is a constant or a name."""
-    e = as_expr(e)
-    return CExpr(e, atomic=_is_atomic_index(e))
-
-
-def _is_atomic_index(e: Expr) -> bool:
-    return to_c(e).replace("_", "a").isalnum()
-
-
 def _index_paren(e: Expr) -> str:
+    """An index expression as C, in brackets unless it is a constant or a name."""
     text = to_c(e)
-    return text if _is_atomic_index(e) else f"({text})"
+    return text if text.replace("_", "a").isalnum() else f"({text})"
 
 
 def c_type(t: Type) -> str:
@@ -327,5 +318,5 @@ class Code:
         return "\n".join(out)
 
 
-__all__ = ["CExpr", "Code", "Memory", "MemRef", "VLoad", "VectorOf", "Guarded", "c_type", "literal", "index_text",
+__all__ = ["CExpr", "Code", "Memory", "MemRef", "VLoad", "VectorOf", "Guarded", "c_type", "literal",
            "Param", "load", "guarded", "vector_of", "fragments", "indices", "substitute", "render", "INT", "FLOAT"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Union
 
 from .. import arith
-from .c import CExpr, Memory, MemRef, c_type, indices, substitute
+from .c import CExpr, Memory, MemRef, VLoad, c_type, fragments, indices, substitute
 
 
 # ------------------------------------------------------------------------------------------------ statements
@@ -177,16 +177,21 @@ def substitute_body(body: tuple, change: Callable[[arith.Expr], arith.Expr]) -> 
     return tuple(go(s) for s in body)
 
 
+def value_fragments(body: tuple) -> Iterator[object]:
+    """Every fragment of every value the body stores (its loads, padded reads, parameters...)."""
+    for s in walk(body):
+        for v in values(s):
+            yield from fragments(v)
+
+
 def memories(body: tuple) -> Iterator[Memory]:
     """The memories a body reads or writes, in order of first use (with repetitions)."""
-    from .c import MemRef, VLoad, fragments
-
     for s in walk(body):
         if isinstance(s, (Store, VStore)):
             yield s.mem
-            for f in fragments(s.value):
-                if isinstance(f, (MemRef, VLoad)):
-                    yield f.mem
+    for f in value_fragments(body):
+        if isinstance(f, (MemRef, VLoad)):
+            yield f.mem
 
 
 # ------------------------------------------------------------------------------------------------ for people
@@ -237,4 +242,4 @@ def format_kernel(kernel: Kernel) -> str:
 
 
 __all__ = ["Kernel", "Stmt", "Alloc", "Store", "VStore", "Barrier", "Produce", "ParFor", "SeqFor",
-           "Unrolled", "If", "walk", "map_bodies", "index_exprs", "substitute_body", "memories", "values", "format_kernel"]
+           "Unrolled", "If", "walk", "map_bodies", "index_exprs", "substitute_body", "memories", "values", "value_fragments", "format_kernel"]

@@ -30,7 +30,8 @@ from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from ..errors import InternalError
 from . import kir
 from .c import CExpr, Memory, c_type
-from .memory import Placement, annotated_space, is_identity_function, is_layout_map, memory_space, placements
+from .memory import (Placement, annotated_space, is_identity_function, is_layout_map, level_inside, memory_space,
+                     placements)
 from .views import (
     ConstView,
     Dest,
@@ -371,8 +372,7 @@ class Lowering:
         f, xs = node.args[-2], node.args[-1]
         n = _length(xs)
         xv = self.value(xs, level)
-        # the body of a mapWrg runs for a work-group, that of a mapGlb or mapLcl for a work-item
-        inner_level = {"work-group": "group", "local": "item", "global": "item"}.get(prim.parallel, level)
+        inner_level = level_inside(prim, level)
         if prim.unrolled:
             steps = self.collect(lambda: [self.emit_fun(f, xv.access(arith.Const(k)), dest.access(arith.Const(k)),
                                                         inner_level) for k in range(n)])

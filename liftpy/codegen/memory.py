@@ -33,7 +33,7 @@ class Placement:
 
     @property
     def elements(self) -> arith.Expr:
-        return _elements(self.node.type)
+        return scalar_count(self.node.type)
 
 
 def memory_space(node: Node, level: str, requested: str | None = None) -> str:
@@ -58,6 +58,12 @@ def annotated_space(node: Node) -> str | None:
     if isinstance(node, Let):
         return annotated_space(node.body)
     return None
+
+
+def level_inside(prim, level: str) -> str:
+    """The level a map's function runs at: a work-group's inside mapWrg, a work-item's inside mapGlb or mapLcl;
+    a sequential map's function runs where the map does."""
+    return {"work-group": "group", "local": "item", "global": "item"}.get(prim.parallel, level)
 
 
 def placements(body: Node) -> list[Placement]:
@@ -131,8 +137,7 @@ def placements(body: Node) -> list[Placement]:
                 return written(xs, level) if not is_view(xs) else read(node, level)
             if prim.is_map:
                 read(node.args[-1], level)
-                inner = {"work-group": "group", "local": "item", "global": "item"}.get(prim.parallel, level)
-                return write_function(node.args[-2], inner)
+                return write_function(node.args[-2], level_inside(prim, level))
             if prim.is_reduction:
                 return reduction(node, level)
             if prim.applies_function:
@@ -175,19 +180,20 @@ def is_identity_function(f: Node) -> bool:
             and f.body.args[0].name == f.param.name)
 
 
-def _elements(t: Type) -> arith.Expr:
+def scalar_count(t: Type) -> arith.Expr:
+    """How many scalars a value of type ``t`` holds (vector lanes counted), as an expression of its sizes."""
     if isinstance(t, TupleType):
-        return sum((_elements(e) for e in t.elems), arith.Const(0))
+        return sum((scalar_count(e) for e in t.elems), arith.Const(0))
     n: arith.Expr = arith.Const(1)
     while isinstance(t, ArrayType):
         n = n * t.size
         t = t.elem
     if isinstance(t, TupleType):
-        return n * _elements(t)
+        return n * scalar_count(t)
     if isinstance(t, VectorType):
         n = n * t.width
     return n
 
 
 __all__ = ["Placement", "placements", "memory_space", "annotated_space", "is_layout_map", "is_identity_function",
-           "LEVEL_SPACE"]
+           "level_inside", "scalar_count", "LEVEL_SPACE"]

@@ -17,7 +17,7 @@ from ..device import Device
 from ..errors import CodegenError
 from ..ir import Node
 from . import kir
-from .c import Code, Guarded, Memory, MemRef, Param, c_type, fragments
+from .c import Code, Guarded, Memory, MemRef, Param, c_type
 from .launch import launch_for
 from .lower import KernelContext, lower, user_fun_source
 from .views import View
@@ -124,7 +124,7 @@ def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
 
 
 def _versioned(var: arith.Var, n: int, body: tuple, go) -> tuple:
-    guards = [f for s in kir.walk(body) for v in kir.values(s) for f in fragments(v) if isinstance(f, Guarded)]
+    guards = [f for f in kir.value_fragments(body) if isinstance(f, Guarded)]
     if not guards:
         return body
     lo, hi = interior_interval(var, n, guards)
@@ -230,11 +230,9 @@ def allocate_private(kernel: kir.Kernel) -> kir.Kernel:
     """Private arrays indexed only by constants live in registers (one variable per element); the kernel's
     private memory is counted over all its code (both padding versions), for :func:`choose_launch`."""
     private = [s.mem for s in kir.walk(kernel.body) if isinstance(s, kir.Alloc) and s.mem.space == "private"]
-    variable_index: set[Memory] = set()
-    for s in kir.walk(kernel.body):
-        refs = [(s.mem, s.offset)] if isinstance(s, (kir.Store, kir.VStore)) else []
-        refs += [(f.mem, f.offset) for v in kir.values(s) for f in fragments(v) if isinstance(f, MemRef)]
-        variable_index.update(mem for mem, offset in refs if offset.as_int() is None)
+    refs = [(s.mem, s.offset) for s in kir.walk(kernel.body) if isinstance(s, (kir.Store, kir.VStore))]
+    refs += [(f.mem, f.offset) for f in kir.value_fragments(kernel.body) if isinstance(f, MemRef)]
+    variable_index = {mem for mem, offset in refs if offset.as_int() is None}
     registers = frozenset(m for m in private if m.size > 1 and m not in variable_index)
     return replace(kernel, registers=registers, private_bytes=sum(m.bytes for m in private))
 
@@ -254,8 +252,7 @@ def print_opencl(kernel: kir.Kernel, buffers: dict[str, Memory], scalars: list[t
     _print_body(kernel.body, kernel, code)
     body = code.render(base_indent=1, registers=kernel.registers)
     used_memories = set(kir.memories(kernel.body))
-    used_params = {f.name for s in kir.walk(kernel.body) for v in kir.values(s) for f in fragments(v)
-                   if isinstance(f, Param)}
+    used_params = {f.name for f in kir.value_fragments(kernel.body) if isinstance(f, Param)}
     args: list[str] = []
     params: list[str] = []
     for name, mem in buffers.items():
