@@ -176,6 +176,35 @@ def test_map_reduce_interchange(n, m, f, z, seed):
     check(rules.mapReduceInterchange, text, arrays(seed, xs=(n, m)))
 
 
+@covers("blockReductions")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x", "w"), seeds)
+def test_block_reductions(n, m, f, seed):
+    """Reductions of computed arrays (zips with a shared row), each from its own start, walked at once."""
+    text = f"""def p(xs: [[float]_m]_n, ws: [float]_m, zs: [float]_n) =
+        map((row, z) -> reduce(z, (acc, (x, w)) -> acc + {f}, zip(row, ws)), zip(xs, zs))"""
+    check(rules.blockReductions, text, arrays(seed, xs=(n, m), ws=(m,), zs=(n,)))
+
+
+@covers("blockReductionsThen")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x", "w"), literal, seeds)
+def test_block_reductions_then_a_function(n, m, f, z, seed):
+    """... followed by an activation (a map over the reduction's result)."""
+    text = f"""def p(xs: [[float]_m]_n, ws: [float]_m) =
+        map(row -> map(s -> max(s, 0.0f), reduce({z}, (acc, (x, w)) -> acc + {f}, zip(row, ws))), xs)"""
+    check(rules.blockReductionsThen, text, arrays(seed, xs=(n, m), ws=(m,)))
+
+
+@covers("privateAccumulatorRow")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), seeds)
+def test_private_accumulator_row(n, m, seed):
+    text = """def p(xs: [[float]_n]_m, z: [float]_n) =
+        reduceSeq(z, (acc, row) -> mapSeq((a, x) -> a + x * x, zip(acc, row)), xs)"""
+    check(rules.privateAccumulatorRow, text, arrays(seed, xs=(m, n), z=(n,)))
+
+
 # ------------------------------------------------------------------------------------------------ reduction
 @covers("partialReduce")
 @settings(max_examples=EXAMPLES)

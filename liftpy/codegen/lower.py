@@ -29,7 +29,7 @@ from ..primitives import PRIMITIVES, SCALAR_OPS, is_view, primitive_of
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from ..errors import InternalError
 from . import kir
-from .c import CExpr, Memory, c_type
+from .c import CExpr, Memory, MemRef, VLoad, c_type
 from .memory import (Placement, annotated_space, is_identity_function, is_layout_map, level_inside, memory_space,
                      placements)
 from .views import (
@@ -364,6 +364,11 @@ class Lowering:
         n = t.size.as_int()
         var = arith.Var(self.ctx.fresh("c"), Range(arith.Const(0), arith.Const(n - 1)))
         body = self.collect(lambda: self.copy(view.access(var), dest.access(var), t.elem, level))
+        if _reads_only_private(body):  # a block of private accumulators copied out: unrolled, they stay registers
+            steps = self.collect(lambda: [self.copy(view.access(arith.Const(k)), dest.access(arith.Const(k)), t.elem,
+                                                    level) for k in range(n)])
+            self.add(kir.Unrolled(f"copy of {n}", steps))
+            return
         self.add(kir.SeqFor(var, n, "copy", body, splittable=False))
 
     # -------------------------------------------------------------------------------- loops
@@ -511,3 +516,10 @@ def lower(name: str, expr: Node, output: Memory, env: dict[str, View], ctx: Kern
 
 
 __all__ = ["Lowering", "KernelContext", "lower", "check_nesting", "user_fun_source"]
+
+
+def _reads_only_private(body: tuple) -> bool:
+    """Whether a body reads memory, and only private memory (what allocate_private can make registers of,
+    once every index is a constant)."""
+    read = [f.mem for f in kir.value_fragments(body) if isinstance(f, (MemRef, VLoad))]
+    return bool(read) and all(m.space == "private" for m in read)

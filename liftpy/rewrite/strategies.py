@@ -374,10 +374,15 @@ def some(s: Strategy) -> Strategy:
 
 def topDown(s: Strategy) -> Strategy:
     """``s`` at the first place it succeeds, parents before children (pre-order)."""
+    return top_down_where(s, None)
+
+
+def top_down_where(s: Strategy, into: Callable[[Tree], bool] | None) -> Strategy:
+    """topDown, looking below only the nodes for which ``into`` holds (None: below every node)."""
 
     def go(tree, ctx):
         r = s.apply(tree, ctx)
-        if r or not children(tree):
+        if r or not children(tree) or (into is not None and not into(tree)):
             return r
         below = _one(inner, tree, ctx)
         return below if below else _better(r, below)
@@ -479,6 +484,12 @@ def body_is_reduction(tree: Tree) -> bool:
     return isinstance(f, Lambda) and isinstance(f.body, Prim) and PRIMITIVES[f.body.name].is_reduction
 
 
+def not_reduction(tree: Tree) -> bool:
+    """Not a reduction: what a reduction's steps compute runs in its sequential loop, never in parallel."""
+    prim = primitive_of(tree)
+    return prim is None or not prim.is_reduction
+
+
 def is_prim(*names: str) -> Strategy:
     """Succeeds on a call of one of the primitives ``names``."""
     return when(lambda t: isinstance(t, Prim) and t.name in names, f"is_prim({', '.join(names)})")
@@ -493,7 +504,8 @@ def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
       ``mapGlb(1)`` and the next one inside it ``mapGlb(0)``; a nest with fewer levels uses the highest
       dimensions); maps that only rearrange data stay views;
     * the remaining computing maps become ``mapSeq``, reductions ``reduceSeq`` (unrolled with ``unroll``);
-    * a reduction's accumulator lives in private memory, and a sequential map whose elements are reductions
+    * a reduction's accumulator lives in private memory (an array of them -- a block's -- copied there element
+      by element, so that unrolled they are registers), and a sequential map whose elements are reductions
       writes them to global memory (``toGlobal(id, reduceSeq(toPrivate(id, init), ...))``).
 
     ``parallel`` (1 to 3, OpenCL's dimensions) is the first choice of the automatic route's space: how many of
@@ -507,13 +519,13 @@ def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
 
     def level(k: int) -> Strategy:  # this computing map as mapGlb(k - 1), the next k - 1 levels inside it below
         s = compute_map >> rules.mapGlb(k - 1)
-        return s >> function_arg(try_(topDown(level(k - 1)))) if k > 1 else s
+        return s >> function_arg(try_(top_down_where(level(k - 1), not_reduction))) if k > 1 else s
 
     steps = [
         try_(topDown(level(parallel))),
         normalize(compute_map >> rules.mapSeq),
         normalize(rules.reduceSeq),
-        normalize(rules.privateAccumulator),
+        normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateAccumulator)),
         normalize(when(body_is_reduction, "map of reductions") >> rules.globalMemory),
     ]
     if unroll:

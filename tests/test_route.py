@@ -1,0 +1,113 @@
+"""The automatic route (liftpy.rewrite.route): each example program's space, generated from its loop nests,
+and every configuration of it a correct low-level program -- checked against the numpy references of
+tests/reference.py, not against liftpy's own interpreter or naive route."""
+
+import time
+
+import pytest
+
+import liftpy
+from liftpy.errors import RewriteError, SizeError
+from liftpy.ir import Prim, walk
+from liftpy.rewrite.route import RouteSpace
+
+from .test_programs import NAMES, PROGRAMS, _case, _close
+
+
+def _space(name):
+    inputs, sizes, expected = _case(name)
+    return RouteSpace(liftpy.load(PROGRAMS / f"{name}.lift"), sizes), inputs, sizes, expected
+
+
+def _run(space, config, inputs, sizes):
+    return liftpy.compile(space.lower(config), sizes).run(inputs, poison=True).output
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sampled_configurations_compute_what_numpy_does(name):
+    """The default and eight sampled configurations of each program (every configuration: the slow test)."""
+    space, inputs, sizes, expected = _space(name)
+    configs = [space.default()] + space.sample(8, seed=3)
+    assert len({tuple(sorted(c.items())) for c in configs[1:]}) == len(configs) - 1  # distinct
+    for config in configs:
+        _close(_run(space, config, inputs, sizes), expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_every_configuration_computes_what_numpy_does(name):
+    space, inputs, sizes, expected = _space(name)
+    configs = space.sample(100_000)
+    assert len(configs) == space.count()
+    for config in configs:
+        _close(_run(space, config, inputs, sizes), expected)
+
+
+def test_the_space_is_read_off_the_nests():
+    """The levels that can be blocked are the program's spatial maps, by the names they bind: a matrix
+    product's rows and columns; a convolution's kernels and windows (its rows hold the windows: not sunk)."""
+    space, *_ = _space("matmul")
+    assert [level.name for level in space.levels] == ["aRow", "bCol"]
+    assert {k for k in space.default()} == {"parallel", "unroll", "block.aRow", "block.bCol"}
+    space, *_ = _space("conv_bias_relu")
+    assert [level.name for level in space.levels] == ["kernelWeights", "window"]
+
+
+def test_a_two_level_block_accumulates_in_registers():
+    """matmul blocked 5 x 3 with its loops unrolled: one reduction over k, 15 accumulators, each a scalar
+    register (no private array left), and the result still the product."""
+    space, inputs, sizes, expected = _space("matmul")
+    config = {"parallel": 2, "unroll": 1, "block.aRow": 5, "block.bCol": 3}
+    program = space.lower(config)
+    reductions = [n for n in walk(program.function().body) if isinstance(n, Prim) and n.name == "reduceSeq"]
+    assert len(reductions) == 1
+    executable = liftpy.compile(program, sizes)
+    source = executable.generated.kernels[0].source
+    assert "float acc[" not in source and source.count("acc_") >= 15
+    _close(executable.run(inputs).output, expected)
+
+
+def test_block_sizes_divide_their_level_and_fit_the_device():
+    space, *_ = _space("matmul")  # n = 5, m = 6
+    for config in space.sample(1000):
+        assert 5 % config["block.aRow"] == 0 and 6 % config["block.bCol"] == 0
+    with pytest.raises(RewriteError, match="block_bCol"):
+        space.lower({"parallel": 2, "unroll": 1, "block.aRow": 1, "block.bCol": 4})
+
+
+def test_a_configuration_with_missing_or_unknown_choices_is_refused():
+    space, *_ = _space("matmul")
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, parallel, unroll"):
+        space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
+
+
+def test_building_the_space_and_sampling_a_thousand_takes_seconds():
+    """The issue's budget: a program's space built and 1,000 configurations sampled in under 10 s, at the
+    benchmark's sizes (a 512^3 product; a 64-channel 56 x 56 convolution)."""
+    sizes = {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+    for name, at in (("matmul", {"n": 512, "k": 512, "m": 512}), ("conv_bias_relu", sizes)):
+        start = time.perf_counter()
+        space = RouteSpace(liftpy.load(PROGRAMS / f"{name}.lift"), at)
+        configs = space.sample(1000)
+        assert time.perf_counter() - start < 10
+        assert len(configs) == min(1000, space.count()) and len(configs) > 100
+
+
+def test_the_route_targets_a_gpu_profile_offline():
+    """On the Mali-G72 profile the space and its kernels are made with no device at hand."""
+    inputs, sizes, expected = _case("conv1x1")
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv1x1.lift"), sizes, device="mali-g72")
+    from liftpy.codegen.program import generate
+    from liftpy.params import target_profiles
+
+    for config in space.sample(5, seed=1):
+        generated = generate(space.lower(config), sizes, None, target_profiles()["mali-g72"])
+        assert generated.kernels and all("kernel void" in k.source for k in generated.kernels)
+
+
+def test_pretty_printed_best_program_parses_back():
+    space, inputs, sizes, expected = _space("conv_bias_relu")
+    program = space.lower(space.default())
+    again = liftpy.parse(liftpy.pretty(program))
+    _close(liftpy.compile(again, sizes).run(inputs).output, expected)
