@@ -70,11 +70,19 @@ def parameters(program: Program, sizes=None, device=None, **options):
     return space(program, sizes, device, **options)
 
 
-def tune(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, **options):
-    """Auto-tune a convolution layer (a name such as "vgg16.7", or shapes): see liftpy.tuning.tune."""
-    from .tuning import tune as run
+def tune(subject, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, sizes=None, **options):
+    """Auto-tune a program file at ``sizes`` through the automatic route -- returns the best
+    (liftpy.tuning.Tuned: ``.program``, ``.config``, ``.time_ms``, ``.compile()``) -- or a convolution layer (a
+    name such as "vgg16.7", or shapes; returns its trials): see liftpy.tuning.tune_program and tune."""
+    from .tuning import tune as tune_layer, tune_program
 
-    return run(layer_or_shapes, trials=trials, db=db, device=device, seed=seed, **options)
+    if isinstance(subject, Path) or (isinstance(subject, str) and subject.endswith(".lift")):
+        if sizes is None:
+            raise InputError(f"tune({str(subject)!r}): give the program's sizes, sizes={{'N': 1, ...}}")
+        return tune_program(subject, sizes, trials=trials, db=db, device=device, seed=seed, **options)
+    if sizes is not None:
+        raise InputError("tune: sizes are for a program file (.lift); a layer's shape says its sizes")
+    return tune_layer(subject, trials=trials, db=db, device=device, seed=seed, **options)
 
 
 def __getattr__(name: str):

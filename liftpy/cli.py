@@ -20,6 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .errors import InputError, InternalError, LiftError
+from .interpreter import random_inputs
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -193,7 +194,7 @@ def cmd_eval(args) -> int:
     inputs = load_inputs(args.input)
     fun = program.function(args.function)
     if args.random is not None:
-        inputs = _random_inputs(program, fun, inputs, sizes, args.random)
+        inputs = random_inputs(program, sizes, args.random, fun.name, inputs)
     result = evaluate(program, inputs, sizes, function=args.function)
     if isinstance(result, tuple):
         raise InputError("the result is a tuple; liftpy eval writes single arrays (use the Python API)")
@@ -205,38 +206,6 @@ def cmd_eval(args) -> int:
             print(f"shape {result.shape}, {result.dtype}")
             print(result)
     return 0
-
-
-def _random_inputs(program, fun, given, sizes, seed):
-    """Random inputs for the parameters not given, their shapes from the types and the --size values."""
-    from .typecheck import specialize
-
-    rng = np.random.default_rng(seed)
-    concrete = specialize(program, sizes).function(fun.name)
-    inputs = dict(given)
-    for p in concrete.data_params:
-        if p.name in inputs:
-            continue
-        dims = []
-        t = p.type
-        from .types import ArrayType, VectorType
-
-        while isinstance(t, ArrayType):
-            dims.append(t.size)
-            t = t.elem
-        if isinstance(t, VectorType):
-            dims.append(t.width)
-        shape = []
-        for d in dims:
-            if d.as_int() is None:
-                raise InputError(f"give --size values for {', '.join(sorted(d.var_names()))} to make a random {p.name}")
-            shape.append(d.as_int())
-        if any(n < 0 for n in shape):
-            declared = next(q.type for q in fun.data_params if q.name == p.name)
-            raise InputError(f"--size: {p.name} : {declared} would have the shape {tuple(shape)}; "
-                             f"a length cannot be negative")
-        inputs[p.name] = rng.standard_normal(shape).astype(np.float32)
-    return inputs
 
 
 def save_array(output: str, array: np.ndarray) -> str:
@@ -290,7 +259,7 @@ def cmd_run(args) -> int:
     sizes = program_sizes(program, args.size)
     exe = compile_program(program, sizes, device=args.device, function=args.function)
     fun = program.function(args.function)
-    inputs = _random_inputs(program, fun, load_inputs(args.input), sizes, args.seed)
+    inputs = random_inputs(program, sizes, args.seed, fun.name, load_inputs(args.input))
     result = exe.run(inputs, repeat=args.repeat, warmup=1, poison=True)  # unwritten elements stay NaN
     reference = evaluate(program, inputs, sizes, function=args.function)
     error = float(np.max(np.abs(result.output - reference))) if reference.size else 0.0
@@ -419,11 +388,28 @@ def _layer_from_args(args):
                              padding[0] if len(padding) == 1 else padding, batch=getattr(args, "batch", 1))
 
 
+def _program_task(args, option: str):
+    """The program a tuning command names (``liftpy tune FILE``, ``--program FILE``) at its --size values; a
+    layer's options beside it are refused (one subject per command)."""
+    from . import load
+    from .tuning.program import ProgramTask
+
+    path = getattr(args, option)
+    given = [f"--{name}" for name in ("layer", "input", "kernels") if getattr(args, name, None)]
+    if given:
+        raise InputError(f"{' and '.join(given)}: a convolution layer's options, but a program file was given "
+                         f"({path}); tune one or the other")
+    program = load(path)
+    return ProgramTask.make(path, program_sizes(program, args.size), args.function, tuple(args.constant or ()))
+
+
 def cmd_tune(args) -> int:
     from .runtime import get_device
     from .tuning import tune
     from .tuning.search import resolve_algorithms
 
+    if args.file:
+        return _tune_program(args)
     # everything a user can get wrong is refused before the first trial (and before the line announcing them)
     layer = _layer_from_args(args)
     resolve_algorithms(args.algorithm)
@@ -439,6 +425,31 @@ def cmd_tune(args) -> int:
         best = min(ok, key=lambda t: t.time_ms)
         print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), "
               f"{(best.memory_bytes or 0) / 2**20:.1f} MiB, {best.algorithm} {best.config}")
+    return 0
+
+
+def _tune_program(args) -> int:
+    from .pretty import pretty
+    from .runtime import get_device
+    from .tuning.search import tune_program
+
+    if args.algorithm:
+        raise InputError("--algorithm: a convolution layer's pipelines; a program is tuned through the automatic "
+                         "route, whose choices are all in its space")
+    task = _program_task(args, "file")
+    get_device(args.device)
+    _tuning_db(args.db, create=True).close()
+    space = task.space(args.device)
+    print(f"tuning {task.describe()} on the {'default device' if args.device is None else args.device}, "
+          f"{args.trials} trials, database {args.db}\n  space: {space.describe()}, {space.count()} configurations",
+          file=sys.stderr)
+    best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
+                        seed=args.seed, function=args.function, constants=task.constants, repeat=args.repeat,
+                        timeout=args.timeout)
+    ok = [t for t in best.trials if t.status == "ok"]
+    print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
+    print(f"best: {best.time_ms:.3f} ms (kernel events), {best.config}")
+    print(pretty(best.program).rstrip())
     return 0
 
 
@@ -463,15 +474,17 @@ def cmd_report(args) -> int:
 
     from .tuning.report import layer_report, network_report
 
+    if args.program and args.network:
+        raise InputError("--program and --network: report one or the other")
+    subject = _program_task(args, "program") if args.program else None if args.network else _layer_from_args(args)
     db = _tuning_db(args.db)
-    layer = None if args.network else _layer_from_args(args)
     out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
     # the figures are the only files a report writes; by default they go beside the database
     with writing(*(("-o", args.output) if args.output else
                    ("--db", args.db, "; choose a directory for the figures with -o"))):
         out_dir.mkdir(parents=True, exist_ok=True)
         text = network_report(db, args.network, args.device, out_dir) if args.network else \
-            layer_report(db, layer, args.device, out_dir)
+            layer_report(db, subject, args.device, out_dir)
     print(text)
     return 0
 
@@ -479,6 +492,9 @@ def cmd_report(args) -> int:
 def cmd_export(args) -> int:
 
     from .codegen.host import write_program
+
+    if args.program:
+        return _export_program(args, write_program)
     from .nn import conv as nnconv
 
     layer = _layer_from_args(args)
@@ -492,6 +508,35 @@ def cmd_export(args) -> int:
         written = write_program(plan.executable.generated, args.output)
         notes.write_text(nnconv.export_notes(plan, best))
     for path in written + [notes]:
+        print(f"wrote {path}")
+    return 0
+
+
+def _export_program(args, write_program) -> int:
+    from .pretty import pretty
+    from .runtime import compile as compile_program
+    from .tuning.search import best_of
+
+    task = _program_task(args, "program")
+    db = _tuning_db(args.db)
+    trials = db.trials(task, args.device)
+    if not any(t.status == "ok" for t in trials):
+        raise InputError(f"{args.db} has no correct trial for {task.describe()} (tune it with liftpy tune "
+                         f"{task.path} --size ...)")
+    best = best_of(task, trials)
+    executable = compile_program(best.program, task.size_map, args.device, task.function)
+    out = Path(args.output)
+    with writing("-o", args.output):
+        written = write_program(executable.generated, args.output)
+        (out / "best.lift").write_text(pretty(best.program))
+        (out / "README.txt").write_text(
+            f"The best low-level program found for {task.describe()} by the automatic route\n"
+            f"(liftpy tune, database {args.db}): {best.time_ms:.3f} ms of kernel events on "
+            f"{next(t.device for t in trials if t.status == 'ok')}.\n"
+            f"configuration: {best.config}\n"
+            f"best.lift: the low-level program; the .cl files: its kernels; host.py runs them.\n")
+        written += [out / "best.lift", out / "README.txt"]
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -589,7 +634,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("-o", "--output", help="directory for the kernels' .cl files and a standalone host script")
 
-    p = add("tune", "auto-tune a convolution layer: measured random search, results in a database", cmd_tune)
+    def program_options(p, option: str):
+        if option == "file":
+            p.add_argument("file", nargs="?", help="a program file to tune through the automatic route (else a "
+                                                   "convolution layer, by its options)")
+        else:
+            p.add_argument("--program", metavar="FILE", help="a program file tuned through the automatic route")
+        p.add_argument("--size", action="append", metavar="NAME=VALUE", help="a size of the program (repeatable)")
+        p.add_argument("--function", help="the program's function (default: the last one in the file)")
+        p.add_argument("--constant", action="append", metavar="INPUT",
+                       help="an input that stays fixed across calls, as a layer's weights (repeatable): "
+                            "uploaded once, and the kernels that read only such inputs run once")
+
+    p = add("tune", "auto-tune a program (through the automatic route) or a convolution layer: measured random "
+                    "search, results in a database", cmd_tune)
+    program_options(p, "file")
     layer_options(p)
     p.add_argument("--trials", type=positive_int, default=100, help="configurations to measure in total (resumes)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
@@ -601,12 +660,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds before a trial counts as hung")
 
     p = add("report", "the best configurations, failures and Pareto front of a tuning database", cmd_report)
+    program_options(p, "program")
     layer_options(p)
     p.add_argument("--network", help="a whole network (vgg16): per layer against the baselines")
     p.add_argument("--device", help="only trials on this device (its name)")
     p.add_argument("-o", "--output", help="directory for the PNG figures (default: beside the database)")
 
-    p = add("export", "write the best pipeline of a layer: its .cl files and a standalone host script", cmd_export)
+    p = add("export", "write the best program of a tuned program or layer: its .cl files and a standalone host "
+                      "script", cmd_export)
+    program_options(p, "program")
     layer_options(p)
     p.add_argument("--device", help="only trials on this device (its name)")
     p.add_argument("-o", "--output", default="best", help="directory (default: best)")

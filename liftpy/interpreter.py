@@ -218,3 +218,36 @@ def _from_value(value: Value):
     if isinstance(value, tuple):
         return tuple(_from_value(v) for v in value)
     return np.ascontiguousarray(value)
+
+
+def random_inputs(program: Program, sizes: Mapping[str, object], seed: int, function: str | None = None,
+                  given: Mapping[str, object] | None = None) -> dict[str, np.ndarray]:
+    """Standard-normal float32 inputs for a function's array parameters not ``given``, their shapes from the
+    types at ``sizes`` (for ``liftpy run``, ``eval --random`` and the tuner's checks)."""
+    from .typecheck import specialize
+
+    rng = np.random.default_rng(seed)
+    fun = program.function(function)
+    concrete = specialize(program, dict(sizes)).function(fun.name)
+    inputs = dict(given or {})
+    for p in concrete.data_params:
+        if p.name in inputs:
+            continue
+        dims = []
+        t = p.type
+        while isinstance(t, ArrayType):
+            dims.append(t.size)
+            t = t.elem
+        if isinstance(t, VectorType):
+            dims.append(t.width)
+        shape = []
+        for d in dims:
+            if d.as_int() is None:
+                raise InputError(f"give --size values for {', '.join(sorted(d.var_names()))} to make a random {p.name}")
+            shape.append(d.as_int())
+        if any(n < 0 for n in shape):
+            declared = next(q.type for q in fun.data_params if q.name == p.name)
+            raise InputError(f"--size: {p.name} : {declared} would have the shape {tuple(shape)}; "
+                             f"a length cannot be negative")
+        inputs[p.name] = rng.standard_normal(shape).astype(np.float32)
+    return inputs

@@ -54,3 +54,14 @@ def hang(config, generated):
         at = _body_start(source)
         return source[:at] + "\n    volatile global float* spin = output; while (1) spin[0] += 1.0f;" + source[at:]
     return _edit_output_kernel(config, generated, edit)
+
+
+def first_work_item_returns(config, generated):
+    """For the automatic route's trials (a program's configurations): the first work-item of the output
+    kernel returns at once, in the configurations with two parallel levels only."""
+    if config["parallel"] != 2:
+        return generated
+    last = generated.kernels[-1]
+    at = _body_start(last.source)
+    source = last.source[:at] + "\n    if (get_global_id(0) == 0 && get_global_id(1) == 0) return;" + last.source[at:]
+    return dataclasses.replace(generated, kernels=generated.kernels[:-1] + (dataclasses.replace(last, source=source),))

@@ -54,6 +54,19 @@ class ConvLayer:
             self.batch,
         )
 
+    @property
+    def key(self) -> str:
+        """The layer's identity in a tuning database: its shape, not its name."""
+        top, bottom, left, right = self.padding
+        return (f"N{self.batch} C{self.channels} H{self.height} W{self.width} K{self.kernels} "
+                f"k{self.kernel_height}x{self.kernel_width} s{self.stride[0]}x{self.stride[1]} "
+                f"p{top},{bottom},{left},{right}")
+
+    @property
+    def label(self) -> str:
+        """The name a database keeps beside the key: a named layer's (vgg16.7), else none."""
+        return self.name if "." in self.name else ""
+
     def describe(self) -> str:
         return (f"{self.name}: input {self.channels}x{self.height}x{self.width}, {self.kernels} kernels "
                 f"{self.kernel_height}x{self.kernel_width}, stride {self.stride}, padding {self.padding}")

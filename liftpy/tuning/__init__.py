@@ -1,6 +1,9 @@
-"""Auto-tuning: measured search over a layer's configurations, a tuning database, reports and exports."""
+"""Auto-tuning: measured search over a layer's or a program's configurations, a tuning database, reports and
+exports."""
 
 from .db import TuningDB, default_db_path, layer_key
-from .search import RandomSampler, Sampler, resolve_layer, tune
+from .program import ProgramTask
+from .search import RandomSampler, Sampler, Tuned, resolve_layer, tune, tune_program
 
-__all__ = ["tune", "TuningDB", "RandomSampler", "Sampler", "default_db_path", "layer_key", "resolve_layer"]
+__all__ = ["tune", "tune_program", "Tuned", "ProgramTask", "TuningDB", "RandomSampler", "Sampler", "default_db_path",
+           "layer_key", "resolve_layer"]

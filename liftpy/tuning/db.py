@@ -12,10 +12,9 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from ..errors import InputError
-from ..nn.layers import ConvLayer
 
 SCHEMA_VERSION = 2
 #: what each older schema lacks, added in place when such a database is opened (no trial is lost)
@@ -27,8 +26,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
-    layer TEXT NOT NULL,            -- the layer's shape, see layer_key()
-    layer_name TEXT NOT NULL,       -- vgg16.7, or '' for a layer given by its shape
+    layer TEXT NOT NULL,            -- what was tuned: a layer's shape or a program's key (Subject.key)
+    layer_name TEXT NOT NULL,       -- Subject.label: vgg16.7, a program's file, or ''
     algorithm TEXT NOT NULL,
     config TEXT NOT NULL,           -- JSON, keys sorted
     device TEXT NOT NULL,
@@ -61,12 +60,23 @@ CREATE TABLE IF NOT EXISTS baselines (
 """
 
 
-def layer_key(layer: ConvLayer) -> str:
-    """A layer's identity in the database: its shape, not its name."""
-    top, bottom, left, right = layer.padding
-    return (f"N{layer.batch} C{layer.channels} H{layer.height} W{layer.width} K{layer.kernels} "
-            f"k{layer.kernel_height}x{layer.kernel_width} s{layer.stride[0]}x{layer.stride[1]} "
-            f"p{top},{bottom},{left},{right}")
+class Subject(Protocol):
+    """What the tuner tunes: a convolution layer (:class:`liftpy.nn.layers.ConvLayer`) or a program at given
+    sizes (:class:`liftpy.tuning.program.ProgramTask`). ``key`` is its identity in the database (a layer's
+    shape, a program's structure and sizes), ``label`` a readable name kept beside it."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
+def layer_key(layer: Subject) -> str:
+    """A subject's identity in the database (a layer's: its shape, not its name)."""
+    return layer.key
 
 
 def config_key(config: dict) -> str:
@@ -134,7 +144,7 @@ class TuningDB:
         self.conn.close()
 
     # -------------------------------------------------------------------------------- writing
-    def record(self, layer: ConvLayer, algorithm: str, config: dict, device: dict, result: dict) -> None:
+    def record(self, layer: Subject, algorithm: str, config: dict, device: dict, result: dict) -> None:
         """Store one finished trial and commit it at once."""
         from .. import __version__
 
@@ -142,7 +152,7 @@ class TuningDB:
             "INSERT OR REPLACE INTO trials (layer, layer_name, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
             "seconds, created, check_seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (layer_key(layer), layer.name if "." in layer.name else "", algorithm, config_key(config),
+            (layer.key, layer.label, algorithm, config_key(config),
              device["name"], device["driver"], device["platform"], __version__, result["status"],
              result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
              json.dumps(result.get("stage_ms", {})), result.get("memory_bytes"), result.get("max_error"),
@@ -151,14 +161,14 @@ class TuningDB:
         )
         self.conn.commit()
 
-    def remeasured(self, layer: ConvLayer, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
+    def remeasured(self, layer: Subject, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
         """New measurements of a correct trial, taken in rounds, in turns with its rivals: its time becomes the
         median of the new medians -- measured at the same times as its rivals', where its first median was taken
         while the machine may have run at another speed -- its runs those of all; a wrong new result makes it
         wrong."""
         row = self.conn.execute(
             "SELECT time_ms, times_ms, cause FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
-            "AND device = ?", (layer_key(layer), algorithm, config_key(config), device)).fetchone()
+            "AND device = ?", (layer.key, algorithm, config_key(config), device)).fetchone()
         if row is None:
             raise KeyError(f"no trial of {algorithm} {config} to measure again")
         time_ms, times, cause = row[0], json.loads(row[1] or "[]"), row[2] or ""
@@ -175,25 +185,25 @@ class TuningDB:
         self.conn.execute(
             "UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE layer = ? AND algorithm = ? "
             "AND config = ? AND device = ?",
-            (status, cause, time_ms, json.dumps(times), layer_key(layer), algorithm, config_key(config), device))
+            (status, cause, time_ms, json.dumps(times), layer.key, algorithm, config_key(config), device))
         self.conn.commit()
 
-    def record_baseline(self, layer: ConvLayer, device: str, name: str, time_ms: float, memory_bytes: int | None):
+    def record_baseline(self, layer: Subject, device: str, name: str, time_ms: float, memory_bytes: int | None):
         self.conn.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
-                          (layer_key(layer), device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
+                          (layer.key, device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
         self.conn.commit()
 
     # -------------------------------------------------------------------------------- reading
-    def measured(self, layer: ConvLayer, algorithm: str, device: str) -> set[str]:
+    def measured(self, layer: Subject, algorithm: str, device: str) -> set[str]:
         rows = self.conn.execute("SELECT config FROM trials WHERE layer = ? AND algorithm = ? AND device = ?",
-                                 (layer_key(layer), algorithm, device))
+                                 (layer.key, algorithm, device))
         return {r[0] for r in rows}
 
-    def trials(self, layer: ConvLayer | None = None, device: str | None = None, status: str | None = None,
+    def trials(self, layer: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         query, args = "SELECT layer, layer_name, algorithm, config, device, status, cause, time_ms, memory_bytes, " \
                       "max_error, stage_ms, seconds, check_seed FROM trials WHERE 1", []
-        for column, value in (("layer", layer_key(layer) if layer else None), ("device", device),
+        for column, value in (("layer", layer.key if layer else None), ("device", device),
                               ("status", status), ("algorithm", algorithm)):
             if value is not None:
                 query += f" AND {column} = ?"
@@ -204,14 +214,14 @@ class TuningDB:
                              row[9], json.loads(row[10] or "{}"), row[11], row[12]))
         return out
 
-    def best(self, layer: ConvLayer, device: str | None = None, algorithm: str | None = None) -> Trial | None:
+    def best(self, layer: Subject, device: str | None = None, algorithm: str | None = None) -> Trial | None:
         """The fastest correct trial; a wrong result never counts."""
         ok = [t for t in self.trials(layer, device, "ok", algorithm) if t.time_ms is not None]
         return min(ok, key=lambda t: t.time_ms) if ok else None
 
-    def baselines(self, layer: ConvLayer, device: str) -> dict[str, tuple[float, int | None]]:
+    def baselines(self, layer: Subject, device: str) -> dict[str, tuple[float, int | None]]:
         rows = self.conn.execute("SELECT name, time_ms, memory_bytes FROM baselines WHERE layer = ? AND device = ?",
-                                 (layer_key(layer), device))
+                                 (layer.key, device))
         return {r[0]: (r[1], r[2]) for r in rows}
 
     def layers(self) -> list[tuple[str, str]]:

@@ -30,7 +30,8 @@ from ..nn.layers import ConvLayer
 
 @dataclass(frozen=True)
 class Job:
-    layer: ConvLayer
+    #: what is tuned: a ConvLayer, or a ProgramTask (see liftpy.tuning.db.Subject)
+    subject: object
     algorithm: str
     config: dict
     repeat: int = 5
@@ -44,13 +45,13 @@ class Job:
     seed: int = 0
 
 
-def check_seed(layer: ConvLayer, algorithm: str, config: dict, search_seed: int = 0, measurement: int = 0) -> int:
+def check_seed(layer, algorithm: str, config: dict, search_seed: int = 0, measurement: int = 0) -> int:
     """The seed of a trial's inputs: every trial (and every later measurement of it) is checked on inputs of
     its own, so that a kernel cannot pass on what an earlier trial left in memory, and the seed is recorded
     with the trial so that its check can be repeated."""
-    from .db import config_key, layer_key
+    from .db import config_key
 
-    text = f"{layer_key(layer)}|{algorithm}|{config_key(config)}|{search_seed}|{measurement}"
+    text = f"{layer.key}|{algorithm}|{config_key(config)}|{search_seed}|{measurement}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
 
 
@@ -87,16 +88,20 @@ def run_job(job: Job, device) -> dict:
     from ..errors import ConstraintError, DeviceError, LiftError
     from ..nn import conv
     from ..nn.reference import conv2d_error
+    from .program import ProgramTask, run_program_job
+
+    if isinstance(job.subject, ProgramTask):
+        return run_program_job(job, device)
 
     start = time.perf_counter()
-    x, w, b = trial_inputs(job.layer, job.seed)
+    x, w, b = trial_inputs(job.subject, job.seed)
 
     def failed(status: str, cause: str, **more) -> dict:
         return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
                 "check_seed": job.seed, **more}
 
     try:
-        plan = conv.plan(job.layer, job.config, device=device, algorithm=job.algorithm)
+        plan = conv.plan(job.subject, job.config, device=device, algorithm=job.algorithm)
         if job.fault:
             plan = _planted(job, plan, device)
         bound = plan.bind(w, b)
@@ -111,7 +116,7 @@ def run_job(job: Job, device) -> dict:
     hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in plan.sources.items()}
     try:
         checked = bound.run(x, check=False, poison=True)
-        error = conv2d_error(checked.output, x, w, b, job.layer.stride, job.layer.padding)
+        error = conv2d_error(checked.output, x, w, b, job.subject.stride, job.subject.padding)
         timed_once = job.cutoff_ms is not None and checked.kernel_ms > job.cutoff_ms
         result = checked if timed_once else bound.run(x, repeat=job.repeat, warmup=job.warmup, check=False)
     except DeviceError as e:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..nn.layers import NETWORKS, ConvLayer
+from ..nn.layers import NETWORKS
 from .db import Trial, TuningDB, iter_ok, layer_key
+from .program import ProgramTask
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -23,17 +24,21 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def layer_report(db: TuningDB, layer: ConvLayer, device: str | None, out_dir: Path, top: int = 10) -> str:
+def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: int = 10) -> str:
+    """The best trials of a subject (a layer, or a program: see :class:`liftpy.tuning.db.Subject`), its
+    failures by cause, and its Pareto figure; for a program, the best low-level program in the language."""
     trials = db.trials(layer, device)
     if not trials:
         return f"no trials for {layer.describe()} in {db.path}"
     ok = sorted(iter_ok(trials), key=lambda t: t.time_ms)
+    flops = getattr(layer, "flops", None)
     lines = [f"{layer.describe()}: {len(trials)} trials, {len(ok)} correct"]
     if ok:
         lines.append(f"{'rank':>4} {'time ms':>9} {'GFLOP/s':>8} {'MiB':>7} {'algorithm':>9}  configuration")
         for rank, t in enumerate(ok[:top], 1):
             config = ", ".join(f"{k}={v}" for k, v in t.config.items())
-            lines.append(f"{rank:4} {t.time_ms:9.3f} {layer.flops / t.time_ms / 1e6:8.1f} "
+            rate = f"{flops / t.time_ms / 1e6:8.1f}" if flops else f"{'-':>8}"
+            lines.append(f"{rank:4} {t.time_ms:9.3f} {rate} "
                          f"{(t.memory_bytes or 0) / 2**20:7.1f} {t.algorithm:>9}  {config}")
     failures = Counter(t.status for t in trials if t.status != "ok")
     if failures:
@@ -41,6 +46,13 @@ def layer_report(db: TuningDB, layer: ConvLayer, device: str | None, out_dir: Pa
         for status, count in failures.most_common():
             example = next(t for t in trials if t.status == status).cause.splitlines()[0][:120]
             lines.append(f"  {status:14} {count:5}   e.g. {example}")
+    if ok and isinstance(layer, ProgramTask):  # a program: the best low-level program, as the language writes it
+        from ..pretty import pretty
+        from .search import best_of
+
+        best = best_of(layer, ok)
+        lines.append(f"the best low-level program ({best.time_ms:.3f} ms, {best.config}):")
+        lines.append(pretty(best.program).rstrip())
     if ok:
         path = out_dir / f"pareto-{_file_name(layer)}.png"
         _pareto_figure(ok, layer, path)
@@ -95,7 +107,9 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
     return "\n".join(lines)
 
 
-def _file_name(layer: ConvLayer) -> str:
+def _file_name(layer) -> str:
+    if isinstance(layer, ProgramTask):  # a program: its file's name and its key's hash
+        return f"{layer.name}-{layer.key.split()[1]}"
     return layer.name if "." in layer.name else layer_key(layer).replace(" ", "_").replace(",", "-")
 
 
@@ -108,13 +122,21 @@ def _pyplot():
     return plt
 
 
-def _pareto_figure(ok: list[Trial], layer: ConvLayer, path: Path):
+def _group(t: Trial) -> str:
+    """A trial's colour in the figure: its pipeline, or for the route the levels it blocks."""
+    blocked = [k.split(".", 1)[1] for k, v in t.config.items() if k.startswith("block.") and v > 1]
+    if t.algorithm != "route":
+        return t.algorithm
+    return "blocks " + " x ".join(blocked) if blocked else "no block"
+
+
+def _pareto_figure(ok: list[Trial], layer, path: Path):
     plt = _pyplot()
     points = [(t.time_ms, (t.memory_bytes or 0) / 2**20) for t in ok]
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
-    for algorithm in dict.fromkeys(t.algorithm for t in ok):  # one colour per pipeline
-        mine = [p for p, t in zip(points, ok) if t.algorithm == algorithm]
+    for algorithm in dict.fromkeys(_group(t) for t in ok):  # one colour per pipeline (route: per structure)
+        mine = [p for p, t in zip(points, ok) if _group(t) == algorithm]
         ax.scatter([p[0] for p in mine], [p[1] for p in mine], s=10, alpha=0.5, label=algorithm)
     fx = [points[i][0] for i in front]
     fy = [points[i][1] for i in front]

@@ -22,6 +22,7 @@ from .measure import Job, Measurer, check_seed
 
 if TYPE_CHECKING:
     from ..params import ParameterSpace
+    from .program import ProgramTask
 
 
 class Sampler(Protocol):
@@ -119,11 +120,11 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
     from ..errors import InternalError
 
     report = Path(tempfile.gettempdir()) / f"liftpy-bug-{time.strftime('%Y%m%d-%H%M%S')}.txt"
-    report.write_text(f"liftpy failed while preparing a tuning trial\nlayer: {job.layer.describe()}\n"
+    report.write_text(f"liftpy failed while preparing a tuning trial\nlayer: {job.subject.describe()}\n"
                       f"algorithm: {job.algorithm}\nconfiguration: {job.config}\ninput seed: {job.seed}\n"
                       f"database: {db_path}\n\n{result['cause']}")
     last = result["cause"].strip().splitlines()[-1]
-    raise InternalError(f"a bug in liftpy stopped the tuning of {job.layer.name} ({job.algorithm} {job.config}): "
+    raise InternalError(f"a bug in liftpy stopped the tuning of {job.subject.describe()} ({job.algorithm} {job.config}): "
                         f"{last}; the traceback is in {report} (please report it); the trials measured so far are "
                         f"saved in {db_path}", report)
 
@@ -159,6 +160,14 @@ def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]
     return tuple(dict.fromkeys(names))
 
 
+def _check_budget(trials, repeat, confirm, timeout):
+    for name, value, least in (("trials", trials, 0), ("repeat", repeat, 1), ("confirm", confirm, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InputError(f"{name} must be an integer of at least {least}, got {value!r}")
+    if not timeout > 0:
+        raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
+
+
 def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
          algorithm: str | Sequence[str] | None = None, repeat: int = 5, timeout: float = 120.0,
          progress: bool = True, sampler: Sampler | None = None, fault: str | None = None,
@@ -176,16 +185,23 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     with its traceback saved to a file; what was measured before stays in the database."""
     layer = resolve_layer(layer_or_shapes)
     algorithms = resolve_algorithms(algorithm)
-    for name, value, least in (("trials", trials, 0), ("repeat", repeat, 1), ("confirm", confirm, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise InputError(f"{name} must be an integer of at least {least}, got {value!r}")
-    if not timeout > 0:
-        raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    dev = device_record(device)
-    database = TuningDB(db)
+    _check_budget(trials, repeat, confirm, timeout)
     if sampler is None:
         spaces = {a: conv_space(layer, device=device, algorithm=a) for a in algorithms}
         sampler = RandomSampler(spaces, seed, first={a: default_config(s, a) for a, s in spaces.items()})
+    return search(layer, algorithms, sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff,
+                  confirm)
+
+
+def search(subject, algorithms: Sequence[str], sampler: Sampler, trials: int, db, device, seed: int, repeat: int,
+           timeout: float, progress: bool = True, fault: str | None = None, cutoff: float | None = 10.0,
+           confirm: int = 4) -> list[Trial]:
+    """The measured search behind :func:`tune` and :func:`tune_program`, for any subject (a layer, a
+    program): the sampler's proposals measured in a worker, each stored as it finishes, resumed from the
+    database; the fastest measured again at the end."""
+    dev = device_record(device)
+    database = TuningDB(db)
+    layer = subject
     measured = {(a, key) for a in algorithms for key in database.measured(layer, a, dev["name"])}
     todo = max(0, trials - len(measured))
     known = [t for t in (database.best(layer, dev["name"], a) for a in algorithms) if t is not None]
@@ -215,3 +231,57 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
         bar.finish()
         measurer.close()
         database.close()
+
+
+#: the algorithm column of a program's trials: every choice is in the configuration
+ROUTE = "route"
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """The best correct trial of a program: the low-level program it stands for, its configuration (every
+    choice of the route), its time (median of the kernel events, ms) and every trial of the search."""
+
+    task: "ProgramTask"
+    program: object
+    config: dict
+    time_ms: float
+    trials: tuple[Trial, ...]
+
+    def compile(self, device=None):
+        """The best program compiled for ``device`` (an Executable: ``.run(inputs)``, ``.prepare(constants)``)."""
+        from .. import compile as compile_program
+
+        return compile_program(self.program, self.task.size_map, device, self.task.function)
+
+
+def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str | Path = "tuning.sqlite",
+                 device=None, seed: int = 0, function: str | None = None, constants: Sequence[str] = (),
+                 repeat: int = 5, timeout: float = 120.0, progress: bool = True, cutoff: float | None = 10.0,
+                 confirm: int = 4, sampler: Sampler | None = None, fault: str | None = None) -> Tuned:
+    """Tune any program through the automatic route (:mod:`liftpy.rewrite.route`): up to ``trials``
+    configurations of its space in total (the route's default first; those in the database count), each
+    checked against the naive route, itself checked against the interpreter first. Returns the best."""
+    from .program import ProgramTask, check_reference
+
+    _check_budget(trials, repeat, confirm, timeout)
+    task = ProgramTask.make(path, sizes, function, constants)
+    space = task.space(device)
+    check_reference(task, device, seed)
+    if sampler is None:
+        sampler = RandomSampler({ROUTE: space}, seed, pool=1000, first={ROUTE: space.default()})
+    found = search(task, (ROUTE,), sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff,
+                   confirm)
+    return best_of(task, found, space)
+
+
+def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
+    """The best correct trial among ``found`` as a :class:`Tuned`; none correct is an error naming why."""
+    ok = [t for t in found if t.status == "ok" and t.time_ms is not None]
+    if not ok:
+        causes = sorted({t.status for t in found})
+        raise InputError(f"no correct trial of {task.describe()} (trials: {len(found)}; "
+                         f"failures: {', '.join(causes) or 'none'})")
+    best = min(ok, key=lambda t: t.time_ms)
+    space = space or task.space()
+    return Tuned(task, space.lower(best.config), dict(best.config), best.time_ms, tuple(found))

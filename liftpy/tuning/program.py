@@ -1,0 +1,250 @@
+"""Tuning any program: the automatic route's space searched and measured, the result in the tuning database.
+
+A :class:`ProgramTask` is a program file at given sizes; its key in the database is the program's structure
+(its text as the printer writes it, hashed) and the sizes, so that renaming the file or reformatting it keeps
+its trials. A trial lowers one configuration of :class:`liftpy.rewrite.route.RouteSpace`, builds it, runs it
+once on inputs drawn for the trial with its output and intermediate buffers filled with NaN, and compares
+the output with the *naive* route's (``lower_to_opencl``: every reduction a plain sequential loop, no block)
+run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, since the interpreter is too
+slow at real sizes for some programs (a 512^3 matrix product takes minutes). The naive route itself is
+checked against the interpreter, at reduced sizes, before the search starts (:func:`check_reference`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import InputError, InternalError
+
+
+@dataclass(frozen=True)
+class ProgramTask:
+    """A program file, the function to tune, its sizes, and the inputs that stay fixed across calls (a
+    layer's weights: uploaded once, kernels that read only them hoisted)."""
+
+    path: str
+    sizes: tuple[tuple[str, object], ...]
+    function: str | None = None
+    constants: tuple[str, ...] = ()
+
+    @classmethod
+    def make(cls, path, sizes: Mapping[str, object], function: str | None = None,
+             constants=()) -> "ProgramTask":
+        """A task, checked: the file parses and type-checks at the sizes, every size is given, and the
+        constants are inputs of the function."""
+        path = str(path)
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such program file")
+        task = cls(path, tuple(sorted(dict(sizes).items())), function, tuple(constants))
+        program = task.load()
+        fun = program.function(function)
+        names = {p.name for p in fun.data_params}
+        unknown = [c for c in task.constants if c not in names]
+        if unknown:
+            raise InputError(f"{', '.join(unknown)}: not an input of {fun.name} (its inputs: {', '.join(sorted(names))})")
+        from ..interpreter import random_inputs
+
+        random_inputs(program, task.size_map, 0, function)  # every size given: else a clear error now
+        return task
+
+    def load(self):
+        return _load(self.path)
+
+    @property
+    def size_map(self) -> dict[str, object]:
+        return dict(self.sizes)
+
+    @property
+    def key(self) -> str:
+        from ..pretty import pretty
+
+        text = pretty(self.load())
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        sizes = " ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
+        return f"program {digest} {self.load().function(self.function).name} {sizes}"
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
+        return f"{self.path} ({self.load().function(self.function).name}) at {sizes}"
+
+    def space(self, device=None):
+        """The automatic route's space for this program on ``device``."""
+        from ..rewrite.route import RouteSpace
+
+        return RouteSpace(self.load(), self.size_map, device, self.function)
+
+
+def _size_text(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+@lru_cache(maxsize=16)
+def _load(path: str):
+    from .. import load
+
+    return load(path)
+
+
+# ------------------------------------------------------------------------------------------------ the reference
+def naive_program(task: ProgramTask):
+    """The program lowered by the naive route (the reference every trial is compared with)."""
+    from ..rewrite.strategies import lower_to_opencl
+
+    result = lower_to_opencl(task.load())
+    if not result:
+        raise InputError(f"{task.path}: the naive route cannot lower this program ({result.reason})")
+    return result.program
+
+
+def reduced_sizes(task: ProgramTask, target: int = 6) -> dict[str, object]:
+    """The task's sizes, each integer size shrunk towards ``target`` as far as the program still type-checks:
+    where the naive route is checked against the interpreter in seconds."""
+    from ..typecheck import typecheck
+
+    program = task.load()
+    sizes = task.size_map
+    for name, value in task.sizes:
+        if not isinstance(value, int) or value <= target:
+            continue
+        for smaller in sorted({target, value // 4, value // 2}):
+            if not 0 < smaller < value:
+                continue
+            trial = {**sizes, name: smaller}
+            try:
+                typecheck(program, trial)
+            except Exception:  # noqa: BLE001  (a size the program's constraints refuse: try the next)
+                continue
+            sizes = trial
+            break
+    return sizes
+
+
+def close_to(got: np.ndarray, expected: np.ndarray) -> float:
+    """The largest difference in units of the tolerance (float32 rounding at the output's scale; NaN: inf)."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    if got.shape != expected.shape:
+        return float("inf")
+    if not np.all(np.isfinite(got)):
+        return float("inf")
+    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+    tolerance = 1e-4 * np.abs(expected) + 1e-5 * scale
+    return float(np.max(np.abs(got - expected) / tolerance, initial=0.0))
+
+
+def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, object]:
+    """The naive route at reduced sizes against the interpreter; the sizes it was checked at. A difference
+    is a bug in liftpy's code generator (InternalError): no trial may be compared with a wrong reference."""
+    from .. import compile as compile_program
+    from ..interpreter import evaluate, random_inputs
+
+    sizes = reduced_sizes(task)
+    program = task.load()
+    inputs = random_inputs(program, sizes, seed, task.function)
+    expected = evaluate(program, inputs, sizes, function=task.function)
+    got = compile_program(naive_program(task), sizes, device, task.function).run(inputs, poison=True).output
+    error = close_to(got, expected)
+    if error > 1:
+        raise InternalError(f"the naive route of {task.path} disagrees with the interpreter at {sizes} (largest "
+                            f"error {error:.3g} times the tolerance): no trial can be checked against it")
+    return sizes
+
+
+# ------------------------------------------------------------------------------------------------ a trial
+@lru_cache(maxsize=4)
+def _worker_state(task: ProgramTask, device_name: str, device):
+    """Per worker process: the task's space and its naive executable (built once)."""
+    from .. import compile as compile_program
+
+    space = task.space(device)
+    naive = compile_program(naive_program(task), task.size_map, device, task.function).prepare()
+    return space, naive
+
+
+def _planted(job, executable):
+    import importlib
+
+    from ..runtime import Executable
+
+    module, name = job.fault.split(":")
+    generated = getattr(importlib.import_module(module), name)(job.config, executable.generated)
+    return Executable(generated, executable.device)
+
+
+def run_program_job(job, device) -> dict:
+    """One trial of a program (see the module's docstring); failures of the device or the configuration
+    are results, an exception is a bug."""
+    import pyopencl as cl
+
+    from .. import compile as compile_program
+    from ..errors import ConstraintError, DeviceError, LiftError, RewriteError
+    from ..interpreter import random_inputs
+
+    task: ProgramTask = job.subject
+    start = time.perf_counter()
+
+    def failed(status: str, cause: str, **more) -> dict:
+        return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
+                "check_seed": job.seed, **more}
+
+    space, naive = _worker_state(task, device.name, device)
+    inputs = random_inputs(task.load(), task.size_map, job.seed, task.function)
+    constants = {name: inputs[name] for name in task.constants}
+    per_call = {name: value for name, value in inputs.items() if name not in constants}
+    try:
+        program = space.lower(job.config)
+        executable = compile_program(program, task.size_map, device, task.function)
+        if job.fault:  # a test's planted fault, in the kernels as a buggy code generator could write them
+            executable = _planted(job, executable)
+        prepared = executable.prepare(constants)
+    except (RewriteError, ConstraintError) as e:
+        return failed("invalid", e.message)
+    except DeviceError as e:
+        return failed("build_error", e.message)
+    except LiftError as e:
+        return failed("codegen_error", e.message)
+    except cl.Error as e:
+        return failed("runtime_error", f"OpenCL: {e}")
+    hashes = {k.name: hashlib.sha256(k.source.encode()).hexdigest() for k in executable.generated.kernels}
+    try:
+        expected = naive.run(inputs, poison=True).output
+        checked = prepared.run(per_call, poison=True)
+        error = close_to(checked.output, expected)
+        timed_once = job.cutoff_ms is not None and checked.kernel_ms > job.cutoff_ms
+        result = checked if timed_once else prepared.run(per_call, repeat=job.repeat, warmup=job.warmup)
+    except DeviceError as e:
+        return failed("runtime_error", e.message, source_hashes=hashes)
+    except cl.Error as e:
+        return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
+    ok = error <= 1
+    return {
+        "status": "ok" if ok else "wrong",
+        "cause": ("" if ok else f"output differs from the naive route's: largest error {error:.3g} times the "
+                                f"tolerance" + (" (NaN or infinite elements)" if error == float("inf") else ""))
+        + ("; timed once: far slower than the best" if timed_once else ""),
+        "time_ms": result.kernel_ms,
+        "times_ms": [float(t) for t in result.runs_ms],
+        "stage_ms": result.per_kernel_ms,
+        "memory_bytes": sum(b.bytes for b in executable.generated.buffers if b.role != "input"),
+        "max_error": error,
+        "source_hashes": hashes,
+        "check_seed": job.seed,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+__all__ = ["ProgramTask", "check_reference", "naive_program", "reduced_sizes", "run_program_job"]

@@ -1,0 +1,123 @@
+"""Tuning any program through the automatic route: liftpy.tune(path, sizes=...), liftpy tune FILE, report and
+export --program; every trial checked against the naive route on inputs of its own, the best result checked
+here against numpy (tests/reference.py)."""
+
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import liftpy
+from liftpy.cli import main
+from liftpy.errors import InputError
+from liftpy.tuning import TuningDB
+from liftpy.tuning.program import ProgramTask, check_reference, reduced_sizes
+
+from . import reference
+from .test_programs import PROGRAMS
+
+CONV = PROGRAMS / "conv_bias_relu.lift"
+CONV_SIZES = {"N": 1, "C": 4, "H": 9, "W": 10, "K": 6, "kernelHeight": 3, "kernelWidth": 3,
+              "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+SIZE_ARGS = ["--size", "N=1", "--size", "C=4", "--size", "H=9", "--size", "W=10", "--size", "K=6",
+             "--size", "kernelHeight=3", "--size", "kernelWidth=3", "--size", "padSize=1,1,1,1",
+             "--size", "stride=1,1"]
+
+
+def _conv_reference(x, w, b):
+    return np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0)
+
+
+def test_tune_a_program_from_python_and_run_the_best(tmp_path):
+    db = tmp_path / "t.sqlite"
+    best = liftpy.tune(str(CONV), sizes=CONV_SIZES, trials=5, db=db, repeat=1, progress=False, confirm=2,
+                       constants=("weights", "biases"))
+    assert best.time_ms > 0 and set(best.config) == {"parallel", "unroll", "block.kernelWeights", "block.window"}
+    assert len(best.trials) == 5 and all(t.status == "ok" and t.max_error <= 1 for t in best.trials)
+    assert best.trials[0].config == ProgramTask.make(CONV, CONV_SIZES).space().default()  # the default first
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 4, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    out = best.compile().run({"weights": w, "biases": b, "input": x}).output
+    np.testing.assert_allclose(out, _conv_reference(x, w, b), rtol=1e-4, atol=1e-4)
+    # resumed: five more trials, none repeated; the database keys the program by its structure and sizes
+    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=10, db=db, repeat=1, progress=False, confirm=0)
+    configs = [tuple(sorted(t.config.items())) for t in again.trials]
+    assert len(configs) == 10 == len(set(configs))
+    with sqlite3.connect(db) as conn:
+        keys = {r[0] for r in conn.execute("SELECT layer FROM trials")}
+    assert len(keys) == 1 and keys.pop().startswith("program ")
+
+
+def test_a_wrong_kernel_is_recorded_and_never_chosen(tmp_path):
+    """A planted fault (tests/faults.py: the first work-item returns, where two levels are parallel) is
+    caught by the comparison with the naive route, on NaN-filled buffers."""
+    db = tmp_path / "t.sqlite"
+    best = liftpy.tune(CONV, sizes=CONV_SIZES, trials=12, db=db, repeat=1, progress=False, confirm=0,
+                       fault="tests.faults:first_work_item_returns")
+    faulty = [t for t in best.trials if t.config["parallel"] == 2]
+    sound = [t for t in best.trials if t.config["parallel"] != 2]
+    assert faulty and sound
+    assert all(t.status == "wrong" and "naive route" in t.cause for t in faulty)
+    assert all(t.status == "ok" for t in sound) and best.config["parallel"] != 2
+
+
+def test_the_naive_reference_is_checked_against_the_interpreter_at_reduced_sizes():
+    task = ProgramTask.make(PROGRAMS / "matmul.lift", {"n": 512, "k": 512, "m": 512})
+    small = reduced_sizes(task)
+    assert all(v <= 128 for v in small.values())
+    assert check_reference(task) == small
+
+
+def test_cli_tune_report_and_export_a_program(tmp_path, capsys):
+    db = str(tmp_path / "t.sqlite")
+    assert main(["tune", str(CONV), *SIZE_ARGS, "--trials", "3", "--db", db, "--repeat", "1",
+                 "--constant", "weights"]) == 0
+    out = capsys.readouterr().out
+    assert "3 trials" in out and "best:" in out and "reduceSeq" in out  # the best low-level program printed
+    assert main(["report", "--db", db, "--program", str(CONV), *SIZE_ARGS, "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 trials, 3 correct" in out and "the best low-level program" in out and "pareto-" in out
+    best_dir = tmp_path / "best"
+    assert main(["export", "--db", db, "--program", str(CONV), *SIZE_ARGS, "-o", str(best_dir)]) == 0
+    assert (best_dir / "host.py").is_file() and (best_dir / "best.lift").is_file()
+    rerun = subprocess.run([sys.executable, "host.py"], cwd=best_dir, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    exported = liftpy.load(best_dir / "best.lift")  # the printed best program is a program of the language
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 4, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    out = liftpy.compile(exported, CONV_SIZES).run({"weights": w, "biases": b, "input": x}).output
+    np.testing.assert_allclose(out, _conv_reference(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tune", str(CONV), "--size", "N=1"], "give --size values"),
+    (["tune", str(CONV), *SIZE_ARGS, "--constant", "bias"], "bias: not an input of convBiasRelu"),
+    (["tune", str(CONV), *SIZE_ARGS, "--layer", "vgg16.0"], "--layer: a convolution layer's options"),
+    (["tune", str(CONV), *SIZE_ARGS, "--algorithm", "direct"], "--algorithm: a convolution layer's pipelines"),
+    (["tune", "missing.lift", "--size", "N=1"], "missing.lift"),
+    (["report", "--db", "{db}", "--program", str(CONV), *SIZE_ARGS, "--network", "vgg16"], "one or the other"),
+])
+def test_mistakes_are_one_error_line(tmp_path, capsys, args, message):
+    db = tmp_path / "t.sqlite"
+    TuningDB(db).close()
+    assert main([a.format(db=db) for a in args]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_export_without_a_correct_trial_says_so(tmp_path, capsys):
+    db = tmp_path / "t.sqlite"
+    TuningDB(db).close()
+    assert main(["export", "--db", str(db), "--program", str(CONV), *SIZE_ARGS, "-o", str(tmp_path / "b")]) == 1
+    assert "no correct trial" in capsys.readouterr().err
+
+
+def test_tune_asks_for_a_programs_sizes():
+    with pytest.raises(InputError, match="give the program's sizes"):
+        liftpy.tune(str(CONV))
