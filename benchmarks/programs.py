@@ -1,10 +1,12 @@
 """The high-level programs of examples/programs/ as users pay for them, against PyTorch on the same data.
 
-    python benchmarks/programs.py [--programs matmul,depthwise] [--parallel 2,3] [--repeat 5] [--rounds 3] [--out FILE]
+    python benchmarks/programs.py [--programs matmul,depthwise] [--parallel 2,3] [--trials 200] [--db FILE]
+                                  [--repeat 5] [--rounds 3] [--out FILE]
 
-Each program is compiled by the routes named in the table -- today the default lowering (``lower_to_opencl``:
-the outer levels of maps global ones, ``--parallel`` of them, 2 by default; every reduction a sequential loop;
-no tuning); the automatic route of issue 14 takes its place -- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
+Each program is compiled by the routes named in the table -- the naive lowering (``lower_to_opencl``: the outer
+levels of maps global ones, ``--parallel`` of them; every reduction a sequential loop; no tuning), and, with
+``--trials N``, the automatic route tuned (``liftpy.tune``: N trials in total per program, resumed from ``--db``)
+-- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
 out, is timed in rounds interleaved with PyTorch's equivalent call (when PyTorch is installed), the kernel
 events summed beside. The first call is compared with PyTorch's result (or, without PyTorch, skipped: the
 tests check these programs against numpy references at small sizes).
@@ -88,7 +90,12 @@ def cases(rng):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default=",".join(p.stem for p in sorted(PROGRAMS.glob("*.lift"))))
-    parser.add_argument("--parallel", default="2", help="the lowering's global levels, comma-separated: one route each")
+    parser.add_argument("--parallel", default="2", help="the naive lowering's global levels, comma-separated: one "
+                                                        "route each ('' for none)")
+    parser.add_argument("--trials", type=int, default=0, help="tune each program through the automatic route, "
+                                                              "with this many trials in total (0: not tuned)")
+    parser.add_argument("--db", default=str(ROOT / "benchmarks" / "results" / "programs.sqlite"),
+                        help="the tuning database (resumed)")
     parser.add_argument("--repeat", type=int, default=5, help="timed calls per method, program and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out")
@@ -105,10 +112,23 @@ def main():
     for name in args.programs.split(","):
         sizes, constants, inputs, torch_call, flops = table[name]
         expected = torch_call(inputs) if torch_call is not None else None
-        for parallel in (int(p) for p in args.parallel.split(",")):
+        routes = []
+        for parallel in (int(p) for p in args.parallel.split(",") if p):
             route = lowering(parallel=parallel)
+            routes.append((route.name, lambda route=route: route(liftpy.load(PROGRAMS / f"{name}.lift")).program))
+        if args.trials:
             start = time.perf_counter()
-            exe = liftpy.compile(route(liftpy.load(PROGRAMS / f"{name}.lift")).program, sizes)
+            best = liftpy.tune(PROGRAMS / f"{name}.lift", sizes=sizes, trials=args.trials, db=args.db,
+                               constants=tuple(constants))
+            ok = [t for t in best.trials if t.status == "ok"]
+            found_at = 1 + [t.config for t in best.trials].index(best.config)
+            print(f"{name}: space {best.task.space().count()} configurations, {len(best.trials)} trials "
+                  f"({len(ok)} correct) in {time.perf_counter() - start:.0f} s; the best ({best.time_ms:.3f} ms of "
+                  f"kernels) was trial {found_at}: {best.config}", file=sys.stderr)
+            routes.append((f"tuned ({len(best.trials)} trials)", lambda best=best: best.program))
+        for label, make in routes:
+            start = time.perf_counter()
+            exe = liftpy.compile(make(), sizes)
             compile_ms = (time.perf_counter() - start) * 1000
             run = exe.prepare(constants)
             first = run.run(inputs, poison=True).output
@@ -116,9 +136,9 @@ def main():
             if expected is not None:
                 scale = max(1.0, float(np.abs(expected).max()))
                 error = float(np.abs(first.reshape(expected.shape) - expected).max()) / scale
-                assert error < 1e-3, f"{name}: {route.name} differs from PyTorch by {error:.3g} (relative)"
-            prepared.append((name, route.name, run, inputs, torch_call, flops))
-            print(f"{name} {route.name}: compiled in {compile_ms:.0f} ms; first call checked (error {error})",
+                assert error < 1e-3, f"{name}: {label} differs from PyTorch by {error:.3g} (relative)"
+            prepared.append((name, label, run, inputs, torch_call, flops))
+            print(f"{name} {label}: compiled in {compile_ms:.0f} ms; first call checked (error {error})",
                   file=sys.stderr)
 
     samples: dict = {}
@@ -151,8 +171,8 @@ def main():
         ratio = f"{call / theirs:14.1f}" if theirs else f"{'-':>14}"
         lines.append(f"{name:15} {route:30} {call:9.2f} {kernels:10.2f} {flops / call / 1e6:8.1f} "
                      f"{theirs if theirs is not None else float('nan'):10.2f} {ratio}")
-    lines += ["", "routes lower_to_opencl: the default lowering, untuned, with its number of global levels (2 unless",
-              "said); the automatic route of issue 14 replaces it.",
+    lines += ["", "routes lower_to_opencl: the naive lowering, untuned, with its number of global levels (2 unless",
+              "said); tuned: the automatic route's best after that many trials (liftpy.tune, database --db).",
               "call ms: the prepared program's whole call, numpy in and out; kernels ms: its kernel events;",
               f"liftpy/PyTorch: how many times PyTorch's whole call. Medians over {args.rounds} rounds of medians of "
               f"{args.repeat} calls.", "", *record, f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]

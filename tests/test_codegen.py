@@ -314,3 +314,13 @@ def test_kernels_generated_offline_for_a_target_run_correctly_here(name, tmp_pat
     expected = liftpy.evaluate(program, inputs, sizes)
     scale = max(1.0, float(np.abs(expected).max()))
     np.testing.assert_allclose(result.output, expected, rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_a_sequential_map_above_the_global_maps_is_walked_by_every_work_item():
+    """mapSeq outside every parallel map may hold mapGlb (its steps are independent): the route's
+    sequential_outer choice, a batch of one image not taking one of the three dimensions."""
+    program = liftpy.parse("def f(xs: [[[float]_m]_k]_n) = mapSeq(img -> mapGlb(1)(r -> mapGlb(0)(x -> x * 2.0f, r), img), xs)")
+    exe = liftpy.compile(program, {"n": 3, "k": 4, "m": 5})
+    assert exe.generated.kernels[0].launch.global_size == (5, 4)
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    np.testing.assert_array_equal(exe.run({"xs": x}, poison=True).output, x * 2)

@@ -10,6 +10,8 @@ and turns each into choices -- integer parameters of one space, sampled with the
   ``mapMapInterchange`` and ``mapViewFission``, then ``blockReductions``). At most two levels are blocked:
   a 2D register block, each step reading b1 + b2 values for b1 x b2 products;
 * ``parallel``: how many of the outermost computing levels (after blocking) run as global maps (1 to 3);
+* ``sequential_outer``: whether the outermost level runs sequentially above the parallel ones (a batch of one
+  image should not take one of OpenCL's three dimensions);
 * ``unroll``: whether the loops over a block are unrolled (its accumulators then registers).
 
 Every rule is applied where a predicate says (the map binding a level, the maps walking a block), never at a
@@ -28,7 +30,7 @@ from typing import Iterator, Mapping
 
 from .. import arith
 from ..errors import RewriteError, SizeError
-from ..ir import Lambda, Program
+from ..ir import Lambda, Prim, Program, walk
 from ..primitives import primitive_of
 from .nests import loop_nests
 from .strategies import (
@@ -47,6 +49,7 @@ from .strategies import (
 MAX_BLOCKED = 2
 #: the structural choices and their values
 PARALLEL = (1, 2, 3)
+SEQUENTIAL_OUTER = (0, 1)
 UNROLL = (0, 1)
 
 
@@ -81,12 +84,12 @@ def block_level(name: str, size: arith.Expr) -> Strategy:
     return Strategy((split >> sink >> block).fn, f"block({name}, {size})")
 
 
-def route_lowering(parallel: int, unroll: bool) -> Strategy:
-    """The default lowering, with a block's accumulators in private memory and, with ``unroll``, the loops
-    over blocks unrolled (so that the accumulators are registers)."""
+def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0) -> Strategy:
+    """The default lowering with ``parallel`` global levels below ``sequential_outer`` sequential ones and,
+    with ``unroll``, the loops over blocks unrolled (so that the accumulators are registers)."""
     from . import rules
 
-    steps = lowering(parallel=parallel)
+    steps = lowering(parallel=parallel, sequential_outer=sequential_outer)
     if unroll:
         steps = steps >> normalize(when(walks_block, "map over a block") >> rules.mapSeqUnroll)
     return steps
@@ -105,14 +108,22 @@ class Level:
 
 
 @dataclass(frozen=True)
-class Sketch:
-    """A structure of the space: the blocked levels (innermost first), how many levels run in parallel,
-    unrolled or not; ``program`` is the low-level program with the block sizes as tuning parameters
-    ``block_<level>``."""
+class Structure:
+    """The structural choices of a configuration: the blocked levels (innermost first), how many levels run
+    in parallel and how many sequentially above them, unrolled or not."""
 
     blocked: tuple[str, ...]
     parallel: int
+    sequential_outer: int
     unroll: int
+
+
+@dataclass(frozen=True)
+class Sketch:
+    """A structure's low-level program, its block sizes still tuning parameters ``block_<level>`` (None, with
+    the reason, where the rewrites cannot make it)."""
+
+    structure: Structure
     program: Program | None
     failure: str = ""
 
@@ -127,8 +138,10 @@ def _parameter_name(level: str) -> str:
 
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
-    every choice: ``parallel``, ``unroll`` and ``block.<level>``), ``lower(config)`` gives the low-level
-    program a configuration stands for, ``default()`` the route's choice without tuning."""
+    every choice: ``parallel``, ``sequential_outer``, ``unroll`` and ``block.<level>``), ``lower(config)``
+    gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
+
+    CHOICES = ("parallel", "sequential_outer", "unroll")
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -137,16 +150,16 @@ class RouteSpace:
         self.sizes = dict(sizes)
         self.device = resolve_device(device)
         self.function = function
-        self._sketches: dict[tuple, Sketch] = {}
+        self._sketches: dict[Structure, Sketch] = {}
+        self._spaces: dict[Structure, object] = {}
         self._block_results: dict[tuple, tuple[Program | None, str]] = {}
         #: the levels the rewrites can block (a level whose map reads its own elements' arrays -- the rows of
         #: an image, whose windows come from the row -- cannot be sunk past them, and is left alone)
         self.levels = tuple(level for level in self._levels() if self._blocked((level.name,))[0] is not None)
-        self._spaces: dict[tuple, object] = {}
 
     # ------------------------------------------------------------------------------------------ structure
     def _levels(self) -> tuple[Level, ...]:
-        """The spatial levels of the nests that reduce, outermost first, with concrete lengths."""
+        """The spatial levels of the nests that reduce, outermost first, with concrete lengths of 2 or more."""
         out: list[Level] = []
         for nest in loop_nests(self.program, self.function, self.sizes):
             if not nest.reductions:
@@ -159,18 +172,18 @@ class RouteSpace:
                     out.append(Level(names[0], extent))
         return tuple(out)
 
-    def structures(self) -> list[tuple[tuple[str, ...], int, int]]:
-        """Every (blocked levels, parallel, unroll): no block, one level, or two (the inner one first)."""
+    def structures(self) -> list[Structure]:
+        """Every structure: no block, one level, or two (the inner one first); unrolled only with a block."""
         names = [level.name for level in self.levels]
         blocks = [()] + [(n,) for n in reversed(names)]
-        blocks += [(inner, outer) for outer, inner in itertools.combinations(names, 2)][:]
-        return [(b, p, u) for b in blocks for p in PARALLEL for u in UNROLL if not (u and not b)]
+        blocks += [(inner, outer) for outer, inner in itertools.combinations(names, 2)]
+        return [Structure(b, p, q, u) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER for u in UNROLL
+                if b or not u]
 
-    def sketch(self, blocked: tuple[str, ...], parallel: int, unroll: int) -> Sketch:
-        key = (blocked, parallel, unroll)
-        if key not in self._sketches:
-            self._sketches[key] = self._make_sketch(blocked, parallel, unroll)
-        return self._sketches[key]
+    def sketch(self, structure: Structure) -> Sketch:
+        if structure not in self._sketches:
+            self._sketches[structure] = self._make_sketch(structure)
+        return self._sketches[structure]
 
     def _blocked(self, blocked: tuple[str, ...]) -> tuple[Program | None, str]:
         """The high-level program with ``blocked`` levels blocked (innermost first), or why it cannot be."""
@@ -187,71 +200,76 @@ class RouteSpace:
                 self._block_results[blocked] = (tree, failure)
         return self._block_results[blocked]
 
-    def _make_sketch(self, blocked, parallel, unroll) -> Sketch:
-        tree, failure = self._blocked(blocked)
+    def _make_sketch(self, structure: Structure) -> Sketch:
+        tree, failure = self._blocked(structure.blocked)
         if tree is None:
-            return Sketch(blocked, parallel, unroll, None, failure)
-        lowered = route_lowering(parallel, bool(unroll))(tree)
+            return Sketch(structure, None, failure)
+        lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer)(tree)
         if not isinstance(lowered, Success):
-            return Sketch(blocked, parallel, unroll, None, f"lowering: {lowered.reason}")
+            return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
-        params = tuple(dict.fromkeys(program.tuning_params + tuple(_parameter_name(n) for n in blocked)))
-        return Sketch(blocked, parallel, unroll, dataclasses.replace(program, tuning_params=params))
+        if structure.sequential_outer and not any(isinstance(n, Prim) and n.name == "mapGlb"
+                                                  for n in walk(program.function(self.function).body)):
+            return Sketch(structure, None, "no level left to run in parallel below the sequential one")
+        names = tuple(_parameter_name(n) for n in structure.blocked)
+        params = tuple(dict.fromkeys(program.tuning_params + names))
+        return Sketch(structure, dataclasses.replace(program, tuning_params=params))
 
-    def space(self, blocked, parallel, unroll):
-        """The parameter space of a sketch (None where the sketch could not be made): block sizes of at least
-        2 that divide their level, within the device's limits."""
-        key = (blocked, parallel, unroll)
-        if key not in self._spaces:
-            sketch = self.sketch(blocked, parallel, unroll)
+    def space(self, structure: Structure):
+        """The parameter space of a structure's sketch (None where there is no sketch or no valid
+        configuration): block sizes of at least 2 that divide their level, within the device's limits."""
+        if structure not in self._spaces:
+            sketch = self.sketch(structure)
             space = None
             if sketch.program is not None:
                 from ..params import parameters
 
                 space = parameters(sketch.program, self.sizes, self.device, function=self.function,
                                    ranges={_parameter_name(l.name): (2, l.extent) for l in self.levels
-                                           if l.name in blocked})
+                                           if l.name in structure.blocked})
                 if not space.satisfiable():
                     space = None
-            self._spaces[key] = space
-        return self._spaces[key]
+            self._spaces[structure] = space
+        return self._spaces[structure]
 
     # ------------------------------------------------------------------------------------------ configurations
-    def config(self, blocked, parallel, unroll, values: Mapping[str, int]) -> dict[str, int]:
-        config = {"parallel": parallel, "unroll": unroll}
+    def config(self, structure: Structure, values: Mapping[str, int]) -> dict[str, int]:
+        config = {"parallel": structure.parallel, "sequential_outer": structure.sequential_outer,
+                  "unroll": structure.unroll}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
 
-    def structure_of(self, config: Mapping[str, int]):
+    def structure_of(self, config: Mapping[str, int]) -> tuple[Structure, dict[str, int]]:
         """The structure and the sketch's parameter values of a configuration; a malformed one is refused."""
-        expected = {"parallel", "unroll"} | {level.key for level in self.levels}
+        expected = set(self.CHOICES) | {level.key for level in self.levels}
         if set(config) != expected:
             raise SizeError(f"a configuration of this program's route has the choices {', '.join(sorted(expected))}; "
                             f"got {', '.join(sorted(config)) or 'none'}")
-        inner_first = [level.name for level in reversed(self.levels) if config[level.key] > 1]
-        blocked = tuple(inner_first)
+        blocked = tuple(level.name for level in reversed(self.levels) if config[level.key] > 1)
         values = {_parameter_name(n): int(config[f"block.{n}"]) for n in blocked}
-        return (blocked, int(config["parallel"]), int(config["unroll"])), values
+        structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
+                              int(config["unroll"]))
+        return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:
         """The low-level program of a configuration, its block sizes bound."""
-        (blocked, parallel, unroll), values = self.structure_of(config)
-        sketch = self.sketch(blocked, parallel, unroll)
+        structure, values = self.structure_of(config)
+        sketch = self.sketch(structure)
         if sketch.program is None:
-            raise RewriteError(f"the route cannot make {config}: {sketch.failure}")
-        space = self.space(blocked, parallel, unroll)
+            raise RewriteError(f"the route cannot make {dict(config)}: {sketch.failure}")
+        space = self.space(structure)
         if space is None:
-            raise RewriteError(f"the route's sketch for {config} has no valid configuration here")
+            raise RewriteError(f"the route's sketch for {dict(config)} has no valid configuration here")
         checked = space.check(values)
         if not checked:
-            raise RewriteError(f"configuration {config}: {checked}")
+            raise RewriteError(f"configuration {dict(config)}: {checked}")
         return space.specialize(values)
 
-    def sketches(self) -> Iterator[tuple[tuple, object]]:
+    def sketches(self) -> Iterator[tuple[Structure, object]]:
         """Every structure with a non-empty space, and that space."""
         for structure in self.structures():
-            space = self.space(*structure)
+            space = self.space(structure)
             if space is not None:
                 yield structure, space
 
@@ -263,21 +281,17 @@ class RouteSpace:
         rng = random.Random(seed)
         streams = []
         for structure, space in self.sketches():
-            if space.parameters:
-                values = iter(space.sample(n, seed=rng.randrange(2**31)))
-            else:
-                values = iter([{}])
+            values = iter(space.sample(n, seed=rng.randrange(2**31)) if space.parameters else [{}])
             streams.append((structure, values))
         rng.shuffle(streams)
         out: list[dict[str, int]] = []
         while streams and len(out) < n:
             for item in list(streams):
-                structure, values = item
-                value = next(values, None)
+                value = next(item[1], None)
                 if value is None:
                     streams.remove(item)
                     continue
-                out.append(self.config(*structure, value))
+                out.append(self.config(item[0], value))
                 if len(out) == n:
                     break
         return out
@@ -291,16 +305,20 @@ class RouteSpace:
 
         by_name = {level.name: level for level in self.levels}
         for count, caps in ((2, (8, 4)), (1, (8,))):
-            for blocked in (b for b, p, u in self.structures() if len(b) == count and p == 2 and u == 1):
-                space = self.space(blocked, 2, 1)
-                values = {_parameter_name(n): largest_divisor(by_name[n], cap) for n, cap in zip(blocked, caps)}
+            for structure in self.structures():
+                if len(structure.blocked) != count or (structure.parallel, structure.sequential_outer,
+                                                       structure.unroll) != (2, 0, 1):
+                    continue
+                space = self.space(structure)
+                values = {_parameter_name(n): largest_divisor(by_name[n], cap)
+                          for n, cap in zip(structure.blocked, caps)}
                 if space is not None and all(v >= 2 for v in values.values()) and space.check(values):
-                    return self.config(blocked, 2, 1, values)
-        return self.config((), 2, 0, {})
+                    return self.config(structure, values)
+        return self.config(Structure((), 2, 0, 0), {})
 
     def describe(self) -> str:
         levels = ", ".join(f"{level.name} ({level.extent})" for level in self.levels) or "none"
         return f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
 
 
-__all__ = ["RouteSpace", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering"]
+__all__ = ["RouteSpace", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering"]

@@ -496,7 +496,7 @@ def is_prim(*names: str) -> Strategy:
 
 
 # ------------------------------------------------------------------------------------------------ named strategies
-def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
+def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0) -> Strategy:
     """The default route to OpenCL for a one-kernel program, as in the paper's listing 1:
 
     * the outermost ``parallel`` levels of maps that compute become global maps, the outermost
@@ -509,7 +509,8 @@ def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
       writes them to global memory (``toGlobal(id, reduceSeq(toPrivate(id, init), ...))``).
 
     ``parallel`` (1 to 3, OpenCL's dimensions) is the first choice of the automatic route's space: how many of
-    a nest's spatial levels run in parallel.
+    a nest's spatial levels run in parallel; with ``sequential_outer`` the outermost levels, that many, run
+    sequentially above them instead (a batch of one image need not take one of the three dimensions).
     """
     from . import rules
 
@@ -521,8 +522,12 @@ def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
         s = compute_map >> rules.mapGlb(k - 1)
         return s >> function_arg(try_(top_down_where(level(k - 1), not_reduction))) if k > 1 else s
 
+    def outer(k: int) -> Strategy:  # this computing map sequential, the next levels below it
+        return compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), not_reduction)) \
+            if k else level(parallel)
+
     steps = [
-        try_(topDown(level(parallel))),
+        try_(topDown(outer(sequential_outer))),
         normalize(compute_map >> rules.mapSeq),
         normalize(rules.reduceSeq),
         normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateAccumulator)),
@@ -531,7 +536,8 @@ def lowering(unroll: bool = False, parallel: int = 2) -> Strategy:
     if unroll:
         steps.append(normalize(rules.reduceSeqUnroll))
     s = seq(*steps)
-    name = "lower_to_opencl" + ("(unroll)" if unroll else "") + (f"(parallel={parallel})" if parallel != 2 else "")
+    name = "lower_to_opencl" + ("(unroll)" if unroll else "") + (f"(parallel={parallel})" if parallel != 2 else "") \
+        + (f"(sequential_outer={sequential_outer})" if sequential_outer else "")
     return Strategy(s.fn, name)
 
 
