@@ -48,7 +48,7 @@ def test_the_space_is_read_off_the_nests():
     product's rows and columns; a convolution's kernels and windows (its rows hold the windows: not sunk)."""
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
-    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "block.aRow", "block.bCol"}
+    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "block.aRow", "block.bCol"}
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
 
@@ -57,7 +57,7 @@ def test_a_two_level_block_accumulates_in_registers():
     """matmul blocked 5 x 3 with its loops unrolled: one reduction over k, 15 accumulators, each a scalar
     register (no private array left), and the result still the product."""
     space, inputs, sizes, expected = _space("matmul")
-    config = {"parallel": 2, "sequential_outer": 0, "unroll": 1, "block.aRow": 5, "block.bCol": 3}
+    config = {"parallel": 2, "sequential_outer": 0, "unroll": 1, "local_size": 0, "block.aRow": 5, "block.bCol": 3}
     program = space.lower(config)
     reductions = [n for n in walk(program.function().body) if isinstance(n, Prim) and n.name == "reduceSeq"]
     assert len(reductions) == 1
@@ -72,12 +72,12 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
     for config in space.sample(1000):
         assert 5 % config["block.aRow"] == 0 and 6 % config["block.bCol"] == 0
     with pytest.raises(RewriteError, match="block_bCol"):
-        space.lower({"parallel": 2, "sequential_outer": 0, "unroll": 1, "block.aRow": 1, "block.bCol": 4})
+        space.lower({"parallel": 2, "sequential_outer": 0, "unroll": 1, "local_size": 0, "block.aRow": 1, "block.bCol": 4})
 
 
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
-    with pytest.raises(SizeError, match="block.aRow, block.bCol, parallel, sequential_outer, unroll"):
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_size, parallel, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 

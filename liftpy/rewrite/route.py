@@ -12,7 +12,9 @@ and turns each into choices -- integer parameters of one space, sampled with the
 * ``parallel``: how many of the outermost computing levels (after blocking) run as global maps (1 to 3);
 * ``sequential_outer``: whether the outermost level runs sequentially above the parallel ones (a batch of one
   image should not take one of OpenCL's three dimensions);
-* ``unroll``: whether the loops over a block are unrolled (its accumulators then registers).
+* ``unroll``: whether the loops over a block are unrolled (its accumulators then registers);
+* ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
+  work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl).
 
 Every rule is applied where a predicate says (the map binding a level, the maps walking a block), never at a
 position. A structure (which levels are blocked) is a *sketch*: a program whose block sizes are still tuning
@@ -51,6 +53,9 @@ MAX_BLOCKED = 2
 PARALLEL = (1, 2, 3)
 SEQUENTIAL_OUTER = (0, 1)
 UNROLL = (0, 1)
+WORK_GROUPS = (0, 1)
+#: the tuning parameter of the work-groups' size
+LOCAL_SIZE = "local_size"
 
 
 def binds(name: str) -> Strategy:
@@ -84,12 +89,14 @@ def block_level(name: str, size: arith.Expr) -> Strategy:
     return Strategy((split >> sink >> block).fn, f"block({name}, {size})")
 
 
-def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0) -> Strategy:
-    """The default lowering with ``parallel`` global levels below ``sequential_outer`` sequential ones and,
-    with ``unroll``, the loops over blocks unrolled (so that the accumulators are registers)."""
+def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_groups: int = 0) -> Strategy:
+    """The default lowering with ``parallel`` global levels below ``sequential_outer`` sequential ones (as
+    work-groups of ``local_size`` work-items with ``work_groups``) and, with ``unroll``, the loops over blocks
+    unrolled (so that the accumulators are registers)."""
     from . import rules
 
-    steps = lowering(parallel=parallel, sequential_outer=sequential_outer)
+    local = arith.Var(LOCAL_SIZE) if work_groups else None
+    steps = lowering(parallel=parallel, sequential_outer=sequential_outer, local_size=local)
     if unroll:
         steps = steps >> normalize(when(walks_block, "map over a block") >> rules.mapSeqUnroll)
     return steps
@@ -110,12 +117,13 @@ class Level:
 @dataclass(frozen=True)
 class Structure:
     """The structural choices of a configuration: the blocked levels (innermost first), how many levels run
-    in parallel and how many sequentially above them, unrolled or not."""
+    in parallel and how many sequentially above them, unrolled or not, as work-groups or not."""
 
     blocked: tuple[str, ...]
     parallel: int
     sequential_outer: int
     unroll: int
+    work_groups: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,10 +146,10 @@ def _parameter_name(level: str) -> str:
 
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
-    every choice: ``parallel``, ``sequential_outer``, ``unroll`` and ``block.<level>``), ``lower(config)``
+    every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size`` and ``block.<level>``), ``lower(config)``
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
-    CHOICES = ("parallel", "sequential_outer", "unroll")
+    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE)
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -173,12 +181,13 @@ class RouteSpace:
         return tuple(out)
 
     def structures(self) -> list[Structure]:
-        """Every structure: no block, one level, or two (the inner one first); unrolled only with a block."""
+        """Every structure: no block, one level, or two (the inner one first); unrolled only with a block;
+        work-groups only with every outer level parallel."""
         names = [level.name for level in self.levels]
         blocks = [()] + [(n,) for n in reversed(names)]
         blocks += [(inner, outer) for outer, inner in itertools.combinations(names, 2)]
-        return [Structure(b, p, q, u) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER for u in UNROLL
-                if b or not u]
+        return [Structure(b, p, q, u, g) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER for u in UNROLL
+                for g in WORK_GROUPS if (b or not u) and not (q and g)]
 
     def sketch(self, structure: Structure) -> Sketch:
         if structure not in self._sketches:
@@ -204,14 +213,15 @@ class RouteSpace:
         tree, failure = self._blocked(structure.blocked)
         if tree is None:
             return Sketch(structure, None, failure)
-        lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer)(tree)
+        lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer,
+                                 structure.work_groups)(tree)
         if not isinstance(lowered, Success):
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
         if structure.sequential_outer and not any(isinstance(n, Prim) and n.name == "mapGlb"
                                                   for n in walk(program.function(self.function).body)):
             return Sketch(structure, None, "no level left to run in parallel below the sequential one")
-        names = tuple(_parameter_name(n) for n in structure.blocked)
+        names = tuple(_parameter_name(n) for n in structure.blocked) + ((LOCAL_SIZE,) if structure.work_groups else ())
         params = tuple(dict.fromkeys(program.tuning_params + names))
         return Sketch(structure, dataclasses.replace(program, tuning_params=params))
 
@@ -235,7 +245,7 @@ class RouteSpace:
     # ------------------------------------------------------------------------------------------ configurations
     def config(self, structure: Structure, values: Mapping[str, int]) -> dict[str, int]:
         config = {"parallel": structure.parallel, "sequential_outer": structure.sequential_outer,
-                  "unroll": structure.unroll}
+                  "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0))}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
@@ -248,8 +258,10 @@ class RouteSpace:
                             f"got {', '.join(sorted(config)) or 'none'}")
         blocked = tuple(level.name for level in reversed(self.levels) if config[level.key] > 1)
         values = {_parameter_name(n): int(config[f"block.{n}"]) for n in blocked}
+        if config[LOCAL_SIZE]:
+            values[LOCAL_SIZE] = int(config[LOCAL_SIZE])
         structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
-                              int(config["unroll"]))
+                              int(config["unroll"]), int(config[LOCAL_SIZE] > 0))
         return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:
@@ -307,7 +319,7 @@ class RouteSpace:
         for count, caps in ((2, (8, 4)), (1, (8,))):
             for structure in self.structures():
                 if len(structure.blocked) != count or (structure.parallel, structure.sequential_outer,
-                                                       structure.unroll) != (2, 0, 1):
+                                                       structure.unroll, structure.work_groups) != (2, 0, 1, 0):
                     continue
                 space = self.space(structure)
                 values = {_parameter_name(n): largest_divisor(by_name[n], cap)

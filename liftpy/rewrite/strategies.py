@@ -496,7 +496,7 @@ def is_prim(*names: str) -> Strategy:
 
 
 # ------------------------------------------------------------------------------------------------ named strategies
-def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0) -> Strategy:
+def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0, local_size=None) -> Strategy:
     """The default route to OpenCL for a one-kernel program, as in the paper's listing 1:
 
     * the outermost ``parallel`` levels of maps that compute become global maps, the outermost
@@ -510,7 +510,10 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0)
 
     ``parallel`` (1 to 3, OpenCL's dimensions) is the first choice of the automatic route's space: how many of
     a nest's spatial levels run in parallel; with ``sequential_outer`` the outermost levels, that many, run
-    sequentially above them instead (a batch of one image need not take one of the three dimensions).
+    sequentially above them instead (a batch of one image need not take one of the three dimensions). With a
+    ``local_size`` (a size, or a tuning parameter), the parallel levels are work-groups instead: the outer
+    ones ``mapWrg`` (one work-item wide), the innermost split into work-groups of ``local_size`` work-items
+    (``mapWrg(mapLcl)``) -- the work-group size a GPU needs, and the one PoCL vectorises across on a CPU.
     """
     from . import rules
 
@@ -521,6 +524,19 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0)
     def level(k: int) -> Strategy:  # this computing map as mapGlb(k - 1), the next k - 1 levels inside it below
         s = compute_map >> rules.mapGlb(k - 1)
         return s >> function_arg(try_(top_down_where(level(k - 1), not_reduction))) if k > 1 else s
+
+    def local_level(d: int) -> Strategy:  # this computing map as work-groups of local_size work-items
+        return rules.splitJoin(local_size) >> topDown(
+            compute_map >> rules.mapWrg(d) >> function_arg(topDown(compute_map >> rules.mapLcl(d))))
+
+    def group_level(k: int) -> Strategy:  # mapWrg(k - 1) with the next levels inside, or the innermost split
+        if k == 1:
+            return compute_map >> local_level(0)
+        deeper = rules.mapWrg(k - 1) >> function_arg(top_down_where(group_level(k - 1), not_reduction))
+        return compute_map >> left_choice(deeper, local_level(k - 1))
+
+    if local_size is not None:
+        level = group_level  # noqa: F811  (the parallel levels as work-groups)
 
     def outer(k: int) -> Strategy:  # this computing map sequential, the next levels below it
         return compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), not_reduction)) \
@@ -537,7 +553,8 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0)
         steps.append(normalize(rules.reduceSeqUnroll))
     s = seq(*steps)
     name = "lower_to_opencl" + ("(unroll)" if unroll else "") + (f"(parallel={parallel})" if parallel != 2 else "") \
-        + (f"(sequential_outer={sequential_outer})" if sequential_outer else "")
+        + (f"(sequential_outer={sequential_outer})" if sequential_outer else "") \
+        + (f"(local_size={local_size})" if local_size is not None else "")
     return Strategy(s.fn, name)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Mapping
 
@@ -61,7 +61,7 @@ class ProgramTask:
     def size_map(self) -> dict[str, object]:
         return dict(self.sizes)
 
-    @property
+    @cached_property
     def key(self) -> str:
         from ..pretty import pretty
 

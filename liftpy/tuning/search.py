@@ -22,6 +22,7 @@ from .measure import Job, Measurer, check_seed
 
 if TYPE_CHECKING:
     from ..params import ParameterSpace
+    from ..ir import Program
     from .program import ProgramTask
 
 
@@ -120,7 +121,7 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
     from ..errors import InternalError
 
     report = Path(tempfile.gettempdir()) / f"liftpy-bug-{time.strftime('%Y%m%d-%H%M%S')}.txt"
-    report.write_text(f"liftpy failed while preparing a tuning trial\nlayer: {job.subject.describe()}\n"
+    report.write_text(f"liftpy failed while preparing a tuning trial\ntuning: {job.subject.describe()}\n"
                       f"algorithm: {job.algorithm}\nconfiguration: {job.config}\ninput seed: {job.seed}\n"
                       f"database: {db_path}\n\n{result['cause']}")
     last = result["cause"].strip().splitlines()[-1]
@@ -201,10 +202,9 @@ def search(subject, algorithms: Sequence[str], sampler: Sampler, trials: int, db
     database; the fastest measured again at the end."""
     dev = device_record(device)
     database = TuningDB(db)
-    layer = subject
-    measured = {(a, key) for a in algorithms for key in database.measured(layer, a, dev["name"])}
+    measured = {(a, key) for a in algorithms for key in database.measured(subject, a, dev["name"])}
     todo = max(0, trials - len(measured))
-    known = [t for t in (database.best(layer, dev["name"], a) for a in algorithms) if t is not None]
+    known = [t for t in (database.best(subject, dev["name"], a) for a in algorithms) if t is not None]
     best_ms = min(t.time_ms for t in known) if known else None
     bar = Progress(todo, best_ms=best_ms, start=time.perf_counter(), enabled=progress)
     measurer = Measurer(device, timeout)
@@ -216,17 +216,17 @@ def search(subject, algorithms: Sequence[str], sampler: Sampler, trials: int, db
             if key in measured:
                 continue  # resumed: measured by an earlier run
             cutoff_ms = cutoff * bar.best_ms if cutoff is not None and bar.best_ms is not None else None
-            inputs_seed = check_seed(layer, algorithm_name, config, seed)
-            job = Job(layer, algorithm_name, config, repeat, 1, fault, cutoff_ms, inputs_seed)
+            inputs_seed = check_seed(subject, algorithm_name, config, seed)
+            job = Job(subject, algorithm_name, config, repeat, 1, fault, cutoff_ms, inputs_seed)
             result = _measured(measurer, job, db)
-            database.record(layer, algorithm_name, config, dev, result)
+            database.record(subject, algorithm_name, config, dev, result)
             measured.add(key)
             sampler.observe(algorithm_name, config, result)
             bar.update(result)
         if confirm:
-            _measure_best_again(database, measurer, layer, algorithms, dev["name"], repeat, confirm, rounds=3,
+            _measure_best_again(database, measurer, subject, algorithms, dev["name"], repeat, confirm, rounds=3,
                                 search_seed=seed, db_path=db)
-        return [t for t in database.trials(layer, dev["name"]) if t.algorithm in algorithms]
+        return [t for t in database.trials(subject, dev["name"]) if t.algorithm in algorithms]
     finally:
         bar.finish()
         measurer.close()
@@ -243,7 +243,7 @@ class Tuned:
     choice of the route), its time (median of the kernel events, ms) and every trial of the search."""
 
     task: "ProgramTask"
-    program: object
+    program: "Program"
     config: dict
     time_ms: float
     trials: tuple[Trial, ...]
@@ -269,7 +269,7 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
     space = task.space(device)
     check_reference(task, device, seed)
     if sampler is None:
-        sampler = RandomSampler({ROUTE: space}, seed, pool=1000, first={ROUTE: space.default()})
+        sampler = RandomSampler({ROUTE: space}, seed, pool=max(1000, 2 * trials), first={ROUTE: space.default()})
     found = search(task, (ROUTE,), sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff,
                    confirm)
     return best_of(task, found, space)
