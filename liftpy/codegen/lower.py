@@ -67,11 +67,11 @@ def check_nesting(expr: Node) -> None:
         if parallel:
             d = node.params[0]
             # a sequential loop run by a whole work-group may contain mapLcl (with barriers); a sequential map
-            # outside every parallel map may contain mapGlb (every work-item walks it; its steps are
+            # outside every parallel map may contain any (every work-item walks all its steps, which are
             # independent: no work-item reads what another wrote); any other parallel map inside a sequential
             # loop would need a synchronisation OpenCL does not have
             walks_independent_steps = sequential is not None and sequential[1] == "kernel" and \
-                PRIMITIVES[sequential[0]].is_map and parallel == "global"
+                PRIMITIVES[sequential[0]].is_map
             if sequential is not None and not (parallel == "local" and sequential[1] == "group") \
                     and not walks_independent_steps:
                 raise CodegenError(f"{node.name}({d}) inside {sequential[0]}: a parallel map cannot be nested in "

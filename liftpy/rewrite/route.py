@@ -32,7 +32,7 @@ from typing import Iterator, Mapping
 
 from .. import arith
 from ..errors import RewriteError, SizeError
-from ..ir import Lambda, Prim, Program, walk
+from ..ir import Lambda, Program, walk
 from ..primitives import primitive_of
 from .nests import loop_nests
 from .strategies import (
@@ -181,13 +181,12 @@ class RouteSpace:
         return tuple(out)
 
     def structures(self) -> list[Structure]:
-        """Every structure: no block, one level, or two (the inner one first); unrolled only with a block;
-        work-groups only with every outer level parallel."""
+        """Every structure: no block, one level, or two (the inner one first); unrolled only with a block."""
         names = [level.name for level in self.levels]
         blocks = [()] + [(n,) for n in reversed(names)]
         blocks += [(inner, outer) for outer, inner in itertools.combinations(names, 2)]
         return [Structure(b, p, q, u, g) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER for u in UNROLL
-                for g in WORK_GROUPS if (b or not u) and not (q and g)]
+                for g in WORK_GROUPS if b or not u]
 
     def sketch(self, structure: Structure) -> Sketch:
         if structure not in self._sketches:
@@ -218,7 +217,7 @@ class RouteSpace:
         if not isinstance(lowered, Success):
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
-        if structure.sequential_outer and not any(isinstance(n, Prim) and n.name == "mapGlb"
+        if structure.sequential_outer and not any(getattr(primitive_of(n), "parallel", None)
                                                   for n in walk(program.function(self.function).body)):
             return Sketch(structure, None, "no level left to run in parallel below the sequential one")
         names = tuple(_parameter_name(n) for n in structure.blocked) + ((LOCAL_SIZE,) if structure.work_groups else ())
@@ -289,24 +288,25 @@ class RouteSpace:
         return sum(space.count().value if space.parameters else 1 for _, space in self.sketches())
 
     def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
-        """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order."""
+        """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order. Each
+        structure's space is asked for a share of ``n`` only, the share doubled while some space could give
+        more and ``n`` is not reached (asking every space for ``n`` cost 84 times the samples used)."""
+        sketches = list(self.sketches())
         rng = random.Random(seed)
-        streams = []
-        for structure, space in self.sketches():
-            values = iter(space.sample(n, seed=rng.randrange(2**31)) if space.parameters else [{}])
-            streams.append((structure, values))
-        rng.shuffle(streams)
-        out: list[dict[str, int]] = []
-        while streams and len(out) < n:
-            for item in list(streams):
-                value = next(item[1], None)
-                if value is None:
-                    streams.remove(item)
-                    continue
-                out.append(self.config(item[0], value))
-                if len(out) == n:
-                    break
-        return out
+        seeds = [rng.randrange(2**31) for _ in sketches]
+        order = list(range(len(sketches)))
+        rng.shuffle(order)
+        share = -(-n // max(1, len(sketches)))
+        while True:
+            streams = [[self.config(sketches[i][0], value) for value in
+                        (sketches[i][1].sample(share, seed=seeds[i]) if sketches[i][1].parameters else [{}])]
+                       for i in order]
+            out: list[dict[str, int]] = []
+            for step in range(max((len(s) for s in streams), default=0)):
+                out += [s[step] for s in streams if step < len(s)]
+            if len(out) >= n or all(len(s) < share for s in streams):
+                return out[:n]
+            share *= 2
 
     def default(self) -> dict[str, int]:
         """The route's choice without tuning: the two innermost levels that can be blocked together (the inner

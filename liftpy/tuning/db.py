@@ -144,7 +144,7 @@ class TuningDB:
         self.conn.close()
 
     # -------------------------------------------------------------------------------- writing
-    def record(self, layer: Subject, algorithm: str, config: dict, device: dict, result: dict) -> None:
+    def record(self, subject: Subject, algorithm: str, config: dict, device: dict, result: dict) -> None:
         """Store one finished trial and commit it at once."""
         from .. import __version__
 
@@ -152,7 +152,7 @@ class TuningDB:
             "INSERT OR REPLACE INTO trials (layer, layer_name, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
             "seconds, created, check_seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (layer.key, layer.label, algorithm, config_key(config),
+            (subject.key, subject.label, algorithm, config_key(config),
              device["name"], device["driver"], device["platform"], __version__, result["status"],
              result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
              json.dumps(result.get("stage_ms", {})), result.get("memory_bytes"), result.get("max_error"),
@@ -161,14 +161,14 @@ class TuningDB:
         )
         self.conn.commit()
 
-    def remeasured(self, layer: Subject, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
+    def remeasured(self, subject: Subject, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
         """New measurements of a correct trial, taken in rounds, in turns with its rivals: its time becomes the
         median of the new medians -- measured at the same times as its rivals', where its first median was taken
         while the machine may have run at another speed -- its runs those of all; a wrong new result makes it
         wrong."""
         row = self.conn.execute(
             "SELECT time_ms, times_ms, cause FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
-            "AND device = ?", (layer.key, algorithm, config_key(config), device)).fetchone()
+            "AND device = ?", (subject.key, algorithm, config_key(config), device)).fetchone()
         if row is None:
             raise KeyError(f"no trial of {algorithm} {config} to measure again")
         time_ms, times, cause = row[0], json.loads(row[1] or "[]"), row[2] or ""
@@ -185,25 +185,25 @@ class TuningDB:
         self.conn.execute(
             "UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE layer = ? AND algorithm = ? "
             "AND config = ? AND device = ?",
-            (status, cause, time_ms, json.dumps(times), layer.key, algorithm, config_key(config), device))
+            (status, cause, time_ms, json.dumps(times), subject.key, algorithm, config_key(config), device))
         self.conn.commit()
 
-    def record_baseline(self, layer: Subject, device: str, name: str, time_ms: float, memory_bytes: int | None):
+    def record_baseline(self, subject: Subject, device: str, name: str, time_ms: float, memory_bytes: int | None):
         self.conn.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
-                          (layer.key, device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
+                          (subject.key, device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
         self.conn.commit()
 
     # -------------------------------------------------------------------------------- reading
-    def measured(self, layer: Subject, algorithm: str, device: str) -> set[str]:
+    def measured(self, subject: Subject, algorithm: str, device: str) -> set[str]:
         rows = self.conn.execute("SELECT config FROM trials WHERE layer = ? AND algorithm = ? AND device = ?",
-                                 (layer.key, algorithm, device))
+                                 (subject.key, algorithm, device))
         return {r[0] for r in rows}
 
-    def trials(self, layer: Subject | None = None, device: str | None = None, status: str | None = None,
+    def trials(self, subject: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         query, args = "SELECT layer, layer_name, algorithm, config, device, status, cause, time_ms, memory_bytes, " \
                       "max_error, stage_ms, seconds, check_seed FROM trials WHERE 1", []
-        for column, value in (("layer", layer.key if layer else None), ("device", device),
+        for column, value in (("layer", subject.key if subject else None), ("device", device),
                               ("status", status), ("algorithm", algorithm)):
             if value is not None:
                 query += f" AND {column} = ?"
@@ -214,14 +214,14 @@ class TuningDB:
                              row[9], json.loads(row[10] or "{}"), row[11], row[12]))
         return out
 
-    def best(self, layer: Subject, device: str | None = None, algorithm: str | None = None) -> Trial | None:
+    def best(self, subject: Subject, device: str | None = None, algorithm: str | None = None) -> Trial | None:
         """The fastest correct trial; a wrong result never counts."""
-        ok = [t for t in self.trials(layer, device, "ok", algorithm) if t.time_ms is not None]
+        ok = [t for t in self.trials(subject, device, "ok", algorithm) if t.time_ms is not None]
         return min(ok, key=lambda t: t.time_ms) if ok else None
 
-    def baselines(self, layer: Subject, device: str) -> dict[str, tuple[float, int | None]]:
+    def baselines(self, subject: Subject, device: str) -> dict[str, tuple[float, int | None]]:
         rows = self.conn.execute("SELECT name, time_ms, memory_bytes FROM baselines WHERE layer = ? AND device = ?",
-                                 (layer.key, device))
+                                 (subject.key, device))
         return {r[0]: (r[1], r[2]) for r in rows}
 
     def layers(self) -> list[tuple[str, str]]:
