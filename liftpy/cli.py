@@ -532,7 +532,7 @@ def _export_program(args, write_program) -> int:
         (out / "README.txt").write_text(
             f"The best low-level program found for {task.describe()} by the automatic route\n"
             f"(liftpy tune, database {args.db}): {best.time_ms:.3f} ms of kernel events on "
-            f"{next(t.device for t in trials if t.status == 'ok')}.\n"
+            f"{min((t for t in trials if t.status == 'ok'), key=lambda t: t.time_ms).device}.\n"
             f"configuration: {best.config}\n"
             f"best.lift: the low-level program; the .cl files: its kernels; host.py runs them.\n")
         written += [out / "best.lift", out / "README.txt"]
