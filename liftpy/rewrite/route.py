@@ -181,10 +181,10 @@ class RouteSpace:
         return tuple(out)
 
     def structures(self) -> list[Structure]:
-        """Every structure: no block, one level, or two (the inner one first); unrolled only with a block."""
-        names = [level.name for level in self.levels]
-        blocks = [()] + [(n,) for n in reversed(names)]
-        blocks += [(inner, outer) for outer, inner in itertools.combinations(names, 2)]
+        """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
+        levels' tuples first); unrolled only with a block."""
+        inner_first = [level.name for level in reversed(self.levels)]
+        blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
         return [Structure(b, p, q, u, g) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER for u in UNROLL
                 for g in WORK_GROUPS if b or not u]
 

@@ -21,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..errors import InputError, InternalError
+from ..errors import InputError, InternalError, LiftError
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def reduced_sizes(task: ProgramTask, target: int = 6) -> dict[str, object]:
             trial = {**sizes, name: smaller}
             try:
                 typecheck(program, trial)
-            except Exception:  # noqa: BLE001  (a size the program's constraints refuse: try the next)
+            except LiftError:  # a size the program's constraints refuse: try the next
                 continue
             sizes = trial
             break
