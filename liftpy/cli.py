@@ -439,10 +439,8 @@ def _tune_program(args) -> int:
     task = _program_task(args, "file")
     get_device(args.device)
     _tuning_db(args.db, create=True).close()
-    space = task.space(args.device)
     print(f"tuning {task.describe()} on the {'default device' if args.device is None else args.device}, "
-          f"{args.trials} trials, database {args.db}\n  space: {space.describe()}, {space.count()} configurations",
-          file=sys.stderr)
+          f"{args.trials} trials, database {args.db}", file=sys.stderr)
     best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
                         seed=args.seed, function=args.function, constants=task.constants, repeat=args.repeat,
                         timeout=args.timeout)

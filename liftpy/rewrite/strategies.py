@@ -535,12 +535,11 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
         deeper = rules.mapWrg(k - 1) >> function_arg(top_down_where(group_level(k - 1), not_reduction))
         return compute_map >> left_choice(deeper, local_level(k - 1))
 
-    if local_size is not None:
-        level = group_level  # noqa: F811  (the parallel levels as work-groups)
+    parallel_levels = level if local_size is None else group_level
 
     def outer(k: int) -> Strategy:  # this computing map sequential, the next levels below it
         return compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), not_reduction)) \
-            if k else level(parallel)
+            if k else parallel_levels(parallel)
 
     steps = [
         try_(topDown(outer(sequential_outer))),

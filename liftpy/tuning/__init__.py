@@ -1,9 +1,9 @@
 """Auto-tuning: measured search over a layer's or a program's configurations, a tuning database, reports and
 exports."""
 
-from .db import TuningDB, default_db_path, layer_key
+from .db import TuningDB, default_db_path
 from .program import ProgramTask
 from .search import RandomSampler, Sampler, Tuned, resolve_layer, tune, tune_program
 
 __all__ = ["tune", "tune_program", "Tuned", "ProgramTask", "TuningDB", "RandomSampler", "Sampler", "default_db_path",
-           "layer_key", "resolve_layer"]
+           "resolve_layer"]

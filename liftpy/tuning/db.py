@@ -74,10 +74,6 @@ class Subject(Protocol):
     def describe(self) -> str: ...
 
 
-def layer_key(layer: Subject) -> str:
-    """A subject's identity in the database (a layer's: its shape, not its name)."""
-    return layer.key
-
 
 def config_key(config: dict) -> str:
     return json.dumps({k: int(v) for k, v in sorted(config.items())}, ensure_ascii=False)

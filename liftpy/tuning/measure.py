@@ -15,6 +15,7 @@ with a fresh worker when needed. A Python exception inside liftpy is a bug: the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import multiprocessing
@@ -66,15 +67,35 @@ def trial_inputs(layer: ConvLayer, seed: int):
     return x, w, b
 
 
-def _planted(job: Job, plan, device):
-    """The plan with a test's planted fault in its kernels."""
-    import dataclasses
-
+def planted(job: Job, executable):
+    """The executable with a test's planted fault (``job.fault``, "module:function") in its kernels."""
     from ..runtime import Executable
 
     module, name = job.fault.split(":")
-    generated = getattr(importlib.import_module(module), name)(job.config, plan.executable.generated)
-    return dataclasses.replace(plan, executable=Executable(generated, device), checked=False)
+    generated = getattr(importlib.import_module(module), name)(job.config, executable.generated)
+    return Executable(generated, executable.device)
+
+
+def trial_result(job: Job, start: float, error: float, timed_once: bool, result, stage_ms: dict, reference: str,
+                 tolerance: str, memory_bytes: int, hashes: dict) -> dict:
+    """A measured trial as the database records it: ok or wrong by ``error`` (the largest difference from
+    ``reference``, in units of ``tolerance``), its times (``result``: the timed runs, or the checked run alone
+    when the trial was ``timed_once``)."""
+    ok = error <= 1
+    return {
+        "status": "ok" if ok else "wrong",
+        "cause": ("" if ok else f"output differs from {reference}: largest error {error:.3g} times {tolerance}"
+                  + (" (NaN or infinite elements: never written, or overflowed)" if error == float("inf") else ""))
+        + ("; timed once: far slower than the best" if timed_once else ""),
+        "time_ms": result.kernel_ms,
+        "times_ms": [float(t) for t in result.runs_ms],
+        "stage_ms": stage_ms,
+        "memory_bytes": memory_bytes,
+        "max_error": error,
+        "source_hashes": hashes,
+        "check_seed": job.seed,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def run_job(job: Job, device) -> dict:
@@ -103,7 +124,7 @@ def run_job(job: Job, device) -> dict:
     try:
         plan = conv.plan(job.subject, job.config, device=device, algorithm=job.algorithm)
         if job.fault:
-            plan = _planted(job, plan, device)
+            plan = dataclasses.replace(plan, executable=planted(job, plan.executable), checked=False)
         bound = plan.bind(w, b)
     except DeviceError as e:
         return failed("build_error", e.message)
@@ -123,21 +144,8 @@ def run_job(job: Job, device) -> dict:
         return failed("build_error" if "build" in e.message else "runtime_error", e.message, source_hashes=hashes)
     except cl.Error as e:  # the device refused a buffer or a command (out of resources, say)
         return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
-    ok = error <= 1
-    return {
-        "status": "ok" if ok else "wrong",
-        "cause": ("" if ok else f"output differs from the reference: largest error {error:.3g} times the "
-                                f"float32 tolerance" + (" (NaN or infinite elements: never written, or overflowed)" if error == float("inf") else ""))
-        + ("; timed once: far slower than the best" if timed_once else ""),
-        "time_ms": result.kernel_ms,
-        "times_ms": [float(t) for t in result.runs_ms],
-        "stage_ms": result.stage_ms,
-        "memory_bytes": plan.memory_bytes,
-        "max_error": error,
-        "source_hashes": hashes,
-        "check_seed": job.seed,
-        "seconds": time.perf_counter() - start,
-    }
+    return trial_result(job, start, error, timed_once, result, result.stage_ms, "the reference",
+                        "the float32 tolerance", plan.memory_bytes, hashes)
 
 
 def _worker(conn, device_spec):

@@ -24,6 +24,10 @@ import numpy as np
 from ..errors import InputError, InternalError, LiftError
 
 
+#: the algorithm column of a program's trials: every choice of the route is in the configuration
+ROUTE = "route"
+
+
 @dataclass(frozen=True)
 class ProgramTask:
     """A program file, the function to tune, its sizes, and the inputs that stay fixed across calls (a
@@ -166,23 +170,13 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
 
 # ------------------------------------------------------------------------------------------------ a trial
 @lru_cache(maxsize=4)
-def _worker_state(task: ProgramTask, device_name: str, device):
+def _worker_state(task: ProgramTask, device):
     """Per worker process: the task's space and its naive executable (built once)."""
     from .. import compile as compile_program
 
     space = task.space(device)
     naive = compile_program(naive_program(task), task.size_map, device, task.function).prepare()
     return space, naive
-
-
-def _planted(job, executable):
-    import importlib
-
-    from ..runtime import Executable
-
-    module, name = job.fault.split(":")
-    generated = getattr(importlib.import_module(module), name)(job.config, executable.generated)
-    return Executable(generated, executable.device)
 
 
 def run_program_job(job, device) -> dict:
@@ -193,6 +187,7 @@ def run_program_job(job, device) -> dict:
     from .. import compile as compile_program
     from ..errors import ConstraintError, DeviceError, LiftError, RewriteError
     from ..interpreter import random_inputs
+    from .measure import planted, trial_result
 
     task: ProgramTask = job.subject
     start = time.perf_counter()
@@ -201,7 +196,7 @@ def run_program_job(job, device) -> dict:
         return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
                 "check_seed": job.seed, **more}
 
-    space, naive = _worker_state(task, device.name, device)
+    space, naive = _worker_state(task, device)
     inputs = random_inputs(task.load(), task.size_map, job.seed, task.function)
     constants = {name: inputs[name] for name in task.constants}
     per_call = {name: value for name, value in inputs.items() if name not in constants}
@@ -209,7 +204,7 @@ def run_program_job(job, device) -> dict:
         program = space.lower(job.config)
         executable = compile_program(program, task.size_map, device, task.function)
         if job.fault:  # a test's planted fault, in the kernels as a buggy code generator could write them
-            executable = _planted(job, executable)
+            executable = planted(job, executable)
         prepared = executable.prepare(constants)
     except (RewriteError, ConstraintError) as e:
         return failed("invalid", e.message)
@@ -230,21 +225,9 @@ def run_program_job(job, device) -> dict:
         return failed("runtime_error", e.message, source_hashes=hashes)
     except cl.Error as e:
         return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
-    ok = error <= 1
-    return {
-        "status": "ok" if ok else "wrong",
-        "cause": ("" if ok else f"output differs from the naive route's: largest error {error:.3g} times the "
-                                f"tolerance" + (" (NaN or infinite elements)" if error == float("inf") else ""))
-        + ("; timed once: far slower than the best" if timed_once else ""),
-        "time_ms": result.kernel_ms,
-        "times_ms": [float(t) for t in result.runs_ms],
-        "stage_ms": result.per_kernel_ms,
-        "memory_bytes": sum(b.bytes for b in executable.generated.buffers if b.role != "input"),
-        "max_error": error,
-        "source_hashes": hashes,
-        "check_seed": job.seed,
-        "seconds": time.perf_counter() - start,
-    }
+    memory = sum(b.bytes for b in executable.generated.buffers if b.role != "input")
+    return trial_result(job, start, error, timed_once, result, result.per_kernel_ms, "the naive route's",
+                        "the tolerance", memory, hashes)
 
 
-__all__ = ["ProgramTask", "check_reference", "naive_program", "reduced_sizes", "run_program_job"]
+__all__ = ["ROUTE", "ProgramTask", "check_reference", "naive_program", "reduced_sizes", "run_program_job"]

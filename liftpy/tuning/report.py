@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from ..nn.layers import NETWORKS
-from .db import Trial, TuningDB, iter_ok, layer_key
-from .program import ProgramTask
+from .db import Trial, TuningDB, iter_ok
+from .program import ROUTE, ProgramTask
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -110,7 +110,7 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
 def _file_name(layer) -> str:
     if isinstance(layer, ProgramTask):  # a program: its file's name and its key's hash
         return f"{layer.name}-{layer.key.split()[1]}"
-    return layer.name if "." in layer.name else layer_key(layer).replace(" ", "_").replace(",", "-")
+    return layer.name if "." in layer.name else layer.key.replace(" ", "_").replace(",", "-")
 
 
 def _pyplot():
@@ -125,7 +125,7 @@ def _pyplot():
 def _group(t: Trial) -> str:
     """A trial's colour in the figure: its pipeline, or for the route the levels it blocks."""
     blocked = [k.split(".", 1)[1] for k, v in t.config.items() if k.startswith("block.") and v > 1]
-    if t.algorithm != "route":
+    if t.algorithm != ROUTE:
         return t.algorithm
     return "blocks " + " x ".join(blocked) if blocked else "no block"
 

@@ -233,10 +233,6 @@ def search(subject, algorithms: Sequence[str], sampler: Sampler, trials: int, db
         database.close()
 
 
-#: the algorithm column of a program's trials: every choice is in the configuration
-ROUTE = "route"
-
-
 @dataclass(frozen=True)
 class Tuned:
     """The best correct trial of a program: the low-level program it stands for, its configuration (every
@@ -262,11 +258,13 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
     """Tune any program through the automatic route (:mod:`liftpy.rewrite.route`): up to ``trials``
     configurations of its space in total (the route's default first; those in the database count), each
     checked against the naive route, itself checked against the interpreter first. Returns the best."""
-    from .program import ProgramTask, check_reference
+    from .program import ROUTE, ProgramTask, check_reference
 
     _check_budget(trials, repeat, confirm, timeout)
     task = ProgramTask.make(path, sizes, function, constants)
     space = task.space(device)
+    if progress:
+        print(f"  space: {space.describe()}, {space.count()} configurations", file=sys.stderr)
     check_reference(task, device, seed)
     if sampler is None:
         sampler = RandomSampler({ROUTE: space}, seed, pool=max(1000, 2 * trials), first={ROUTE: space.default()})
