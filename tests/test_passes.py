@@ -7,7 +7,7 @@ import pytest
 
 import liftpy
 from liftpy import arith
-from liftpy.arith import Const, Range
+from liftpy.arith import Const, Range, mod
 from liftpy.codegen import kir, passes
 from liftpy.codegen.c import CExpr, Guarded, Memory, MemRef, VLoad, fragments, guarded, literal, load, vector_of
 from liftpy.codegen.launch import Launch
@@ -117,6 +117,27 @@ def test_interior_interval_of_a_window_read_through_padding():
     # in[i + k - 1] of an array of 10 padded by one on each side: inside for 1 <= i <= 8 whatever k
     guard = Guarded(i + k - 1, Const(10), literal(1, FLOAT), literal(0, FLOAT))
     assert passes.interior_interval(i, 10, [guard]) == (1, 8)
+
+
+def test_interior_interval_ignores_a_remainder_that_looks_linear_on_three_points():
+    """j % 3 + j - 1 is j - 1 + j on 0, 1, 2, but not beyond: a flattened window's index, before its loop is split
+    into a nest. Taking it for linear gave an interior of one step and wrong sums (found by test_route)."""
+    j = var("j", 9)
+    guard = Guarded(mod(j, 3) - 1, Const(5), literal(1, FLOAT), literal(0, FLOAT))
+    assert passes.interior_interval(j, 9, [guard]) == (0, 8)  # nothing proved: the condition stays
+    assert not arith.affine_in(mod(j, 3) + j, j) and not arith.affine_in(j * j, j)
+    assert arith.affine_in(3 * j + var("k", 4) * 2 - 1, j)
+
+
+def test_a_sequential_loop_around_loops_gets_an_interior_version():
+    """The blocks of a row (i) around a reduction (k): their padding tested once per block, not per read."""
+    i, k = var("i", 4), var("k", 3)
+    inp, out = mem("in", "global", 8), mem("out", "global", 8)
+    read = guarded(2 * i + k - 1, Const(8), load(inp, 2 * i + k - 1), literal(0, FLOAT))
+    inner = kir.SeqFor(k, 3, "window", (kir.Store(out, 2 * i, read),))
+    versioned = passes.version_padded_reads(kernel(kir.SeqFor(i, 4, "blocks", (inner,)), output=out))
+    (branch,) = versioned.body[0].body
+    assert isinstance(branch, kir.If) and (branch.lo, branch.hi) == (1, None)  # 2i + k - 1 < 8 always
 
 
 def test_padded_reads_get_an_interior_version_without_conditions():

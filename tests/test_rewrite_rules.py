@@ -196,6 +196,49 @@ def test_block_reductions_then_a_function(n, m, f, z, seed):
     check(rules.blockReductionsThen, text, arrays(seed, xs=(n, m), ws=(m,)))
 
 
+@covers("vectorizeBlock")
+@settings(max_examples=EXAMPLES)
+@given(hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 3), scalar_fun("e._1", "e._2"), seeds)
+def test_vectorize_block(v, vectors, n, f, seed):
+    """A row of accumulators (blockReductions') kept as vectors: each step one vector update of v of them."""
+    m = v * vectors
+    text = f"""def p(xs: [[float]_m]_n, ws: [[float]_m]_n, z: [float]_m) =
+        reduce(z, (acc, column) -> map((a, e) -> a + {f}, zip(acc, column)), map((x, w) -> zip(x, w), zip(xs, ws)))"""
+    check(rules.vectorizeBlock(v), text, arrays(seed, xs=(n, m), ws=(n, m), z=(m,)))
+
+
+@covers("vectorizeInnerBlock")
+@settings(max_examples=EXAMPLES)
+@given(hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 3), hs.integers(1, 3),
+       scalar_fun("e._1", "e._2"), seeds)
+def test_vectorize_inner_block(v, vectors, k, n, f, seed):
+    """A 2D block's rows of accumulators kept as vectors."""
+    m = v * vectors
+    text = f"""def p(xs: [[[float]_m]_k]_n, ws: [[[float]_m]_k]_n, z: [[float]_m]_k) =
+        reduce(z, (acc, column) -> map((r, c) -> map((a, e) -> a + {f}, zip(r, c)), zip(acc, column)),
+               map((x, w) -> map((xr, wr) -> zip(xr, wr), zip(x, w)), zip(xs, ws)))"""
+    check(rules.vectorizeInnerBlock(v), text, arrays(seed, xs=(n, k, m), ws=(n, k, m), z=(k, m)))
+
+
+def test_vectorize_block_needs_a_lanewise_update():
+    program = liftpy.parse("""def p(xs: [[float]_4]_3, ws: [[float]_4]_3, z: [float]_4) =
+        reduce(z, (acc, column) -> map((a, e) -> a + dot(e._1, e._2), zip(acc, column)),
+               map((x, w) -> zip(x, w), zip(xs, ws)))""")
+    result = liftpy.rewrite.topDown(rules.vectorizeBlock(2))(program)
+    assert not result and "lanewise" in result.reason
+
+
+@covers("privateVectorRow")
+@settings(max_examples=EXAMPLES)
+@given(hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 4), seeds)
+def test_private_vector_row(v, vectors, m, seed):
+    n = v * vectors
+    text = f"""def p(xs: [[float]_n]_m, z: [float]_n) =
+        map(r -> asScalar(r), reduceSeq(asVector({v}, z), (acc, row) -> mapSeq((a, x) -> a + x * x, zip(acc, row)),
+                                        map(r -> asVector({v}, r), xs)))"""
+    check(rules.privateVectorRow, text, arrays(seed, xs=(m, n), z=(n,)))
+
+
 @covers("privateAccumulatorRow")
 @settings(max_examples=EXAMPLES)
 @given(hs.integers(1, 4), hs.integers(1, 4), seeds)

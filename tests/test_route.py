@@ -48,7 +48,8 @@ def test_the_space_is_read_off_the_nests():
     product's rows and columns; a convolution's kernels and windows (its rows hold the windows: not sunk)."""
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
-    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "block.aRow", "block.bCol"}
+    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "block.aRow",
+                                            "block.bCol"}
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
 

@@ -638,6 +638,19 @@ def _collect(e: Expr, atom: Atom) -> dict[int, Expr]:
     return {k: _from_terms(v) for k, v in parts.items()}
 
 
+def affine_in(e: Expr, var: "Var") -> bool:
+    """``e`` is ``a * var + b`` with ``a`` and ``b`` free of ``var`` (no power of it, no division or
+    remainder of something holding it: ``var % 3`` looks linear on 0, 1, 2 and is not)."""
+    for m, _ in as_expr(e)._terms:
+        for a, x in m:
+            if isinstance(a, Var) and a.name == var.name:
+                if x != 1:
+                    return False
+            elif var.name in {v.name for v in a.free_vars()}:
+                return False
+    return True
+
+
 def _top_atoms(e: Expr) -> list[Atom]:
     """The distinct atoms of ``e``'s monomials (not those nested inside other atoms), in key order."""
     seen = {}

@@ -161,7 +161,8 @@ class VLoad:
 
 
 class VectorOf:
-    """A vector built from its lanes' values: ``((float4)(a, b, c, d))``."""
+    """A vector built from its lanes' values: ``((float4)(a, b, c, d))``, or ``((float4)(a))`` where every
+    lane is the same value."""
 
     __slots__ = ("ctype", "lanes")
 
@@ -169,7 +170,10 @@ class VectorOf:
         self.ctype, self.lanes = ctype, tuple(lanes)
 
     def render(self, registers: Registers = frozenset()) -> str:
-        return f"(({self.ctype})(" + ", ".join(lane.render(registers) for lane in self.lanes) + "))"
+        lanes = [lane.render(registers) for lane in self.lanes]
+        if len(set(lanes)) == 1:  # one value broadcast (a weight a block of pixels shares): OpenCL's splat
+            return f"(({self.ctype})({lanes[0]}))"
+        return f"(({self.ctype})(" + ", ".join(lanes) + "))"
 
     __str__ = render
 

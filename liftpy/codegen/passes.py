@@ -101,8 +101,9 @@ def insert_barriers(kernel: kir.Kernel) -> kir.Kernel:
 
 # ------------------------------------------------------------------------------------------------ padding
 def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
-    """Parallel loops whose body reads through padding get two versions: an interior one for the values of
-    the loop variable at which every padding condition that depends on it holds, and the general one.
+    """Parallel loops (and sequential ones around loops) whose body reads through padding get two versions: an
+    interior one for the values of the loop variable at which every padding condition that depends on it
+    holds, and the general one.
 
     Reading an input through its padding view (no padded copy) puts a condition at every read of a
     reduction's inner loop; for most work-items the window lies inside the input. In the interior version
@@ -113,7 +114,8 @@ def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
     def go(body: tuple) -> tuple:
         out = []
         for s in body:
-            if isinstance(s, kir.ParFor):
+            if isinstance(s, kir.ParFor) or (isinstance(s, kir.SeqFor) and _holds_loop(s.body)
+                                             and not index_divisors(s.var, s.extent, s.body)):
                 s = replace(s, body=_versioned(s.var, s.extent, s.body, go))
             else:
                 s = kir.map_bodies(s, go)
@@ -121,6 +123,13 @@ def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
         return tuple(out)
 
     return replace(kernel, body=go(kernel.body))
+
+
+def _holds_loop(body: tuple) -> bool:
+    """A sequential loop is versioned too where its body loops (over a block's blocks, whose edges touch the
+    padding): the test is then paid once per step of it, not at every read of the loops inside. (Not one
+    that split_sequential_loops will make a nest of: its variable then changes meaning.)"""
+    return any(isinstance(s, kir.SeqFor) for s in kir.walk(body))
 
 
 def _versioned(var: arith.Var, n: int, body: tuple, go) -> tuple:
@@ -138,11 +147,13 @@ def _versioned(var: arith.Var, n: int, body: tuple, go) -> tuple:
 
 def interior_interval(var: arith.Var, n: int, guards: list[Guarded]) -> tuple[int, int]:
     """The values of ``var`` in ``[0, n)`` for which every condition ``0 <= a*var + rest < m`` that increases
-    linearly in ``var`` holds, whatever the other variables."""
+    linearly in ``var`` holds, whatever the other variables. (A sequential loop's variable may still be
+    split into a nest -- ``j`` into ``3 * (j / 3) + j % 3`` -- so linear means affine in the variable, not
+    merely linear on three points.)"""
     lo, hi = 0, n - 1
     for guard in guards:
         index, m = guard.index, guard.n.as_int()
-        if var not in index.free_vars() or m is None:
+        if var not in index.free_vars() or m is None or not arith.affine_in(index, var):
             continue
         at0, at1, at2 = (index.subs({var: k}) for k in (0, 1, 2))
         step = (at1 - at0).as_int()

@@ -75,7 +75,9 @@ def _view(e: Node) -> bool:
 @predicate("lanewise")
 def _lanewise(f: Node) -> bool:
     """The expression (or the function's body) is arithmetic on scalars that also means the same lane by lane
-    on vectors: variables, literals and scalar operators only (no dot, reduction, user function or array)."""
-    from ..ir import Literal, ScalarOp, walk
+    on vectors: variables, their tuple components, literals and scalar operators only (no dot, reduction,
+    user function or array)."""
+    from ..ir import Literal, Prim, ScalarOp, walk
 
-    return all(isinstance(n, (Var, Literal, ScalarOp, Lambda)) for n in walk(f))
+    return all(isinstance(n, (Var, Literal, ScalarOp, Lambda)) or (isinstance(n, Prim) and n.name == "get")
+               for n in walk(f))

@@ -13,6 +13,12 @@ and turns each into choices -- integer parameters of one space, sampled with the
 * ``sequential_outer``: whether the outermost level runs sequentially above the parallel ones (a batch of one
   image should not take one of OpenCL's three dimensions);
 * ``unroll``: whether the loops over a block are unrolled (its accumulators then registers);
+* ``vector``: 0, or the width v of OpenCL vectors the innermost blocked level's accumulators are kept in
+  (``vectorizeBlock``/``vectorizeInnerBlock``): each step of the reduction one vector operation per v
+  accumulators, the step's values read as vectors -- one vector load where they sit side by side in memory
+  (neighbouring pixels of a row, neighbouring columns of a matrix), a value the block shares broadcast. The C
+  compiler of a CPU driver does not find these vectors by itself in unrolled scalar code (PoCL 3.1 made the
+  unrolled 4 x 8 block of a 1x1 convolution scalar FMAs);
 * ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
   work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl).
 
@@ -54,8 +60,11 @@ PARALLEL = (1, 2, 3)
 SEQUENTIAL_OUTER = (0, 1)
 UNROLL = (0, 1)
 WORK_GROUPS = (0, 1)
+VECTOR = (0, 1)
 #: the tuning parameter of the work-groups' size
 LOCAL_SIZE = "local_size"
+#: the tuning parameter of the accumulators' vector width
+VECTOR_WIDTH = "vector_width"
 
 
 def binds(name: str) -> Strategy:
@@ -74,7 +83,7 @@ def walks_block(tree) -> bool:
         return False
     length = getattr(tree.args[-1].type, "size", None)
     names = arith.as_expr(length).var_names() if length is not None else frozenset()
-    return bool(names) and all(n.startswith(_PREFIX) for n in names)
+    return bool(names) and all(n.startswith(_PREFIX) or n == VECTOR_WIDTH for n in names)
 
 
 def block_level(name: str, size: arith.Expr) -> Strategy:
@@ -87,6 +96,14 @@ def block_level(name: str, size: arith.Expr) -> Strategy:
     sink = repeat(topDown(binds(name) >> left_choice(rules.mapMapInterchange, rules.mapViewFission)))
     block = topDown(binds(name) >> left_choice(rules.blockReductions, rules.blockReductionsThen))
     return Strategy((split >> sink >> block).fn, f"block({name}, {size})")
+
+
+def vectorize_block(width: arith.Expr) -> Strategy:
+    """Keep the innermost blocked level's accumulators as vectors of ``width`` lanes (a 2D block's rows, or
+    a 1D block)."""
+    from . import rules
+
+    return topDown(left_choice(rules.vectorizeInnerBlock(width), rules.vectorizeBlock(width)))
 
 
 def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_groups: int = 0) -> Strategy:
@@ -124,6 +141,7 @@ class Structure:
     sequential_outer: int
     unroll: int
     work_groups: int = 0
+    vector: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,10 +164,10 @@ def _parameter_name(level: str) -> str:
 
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
-    every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size`` and ``block.<level>``), ``lower(config)``
+    every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector`` and ``block.<level>``), ``lower(config)``
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
-    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE)
+    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector")
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -182,11 +200,12 @@ class RouteSpace:
 
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
-        levels' tuples first); unrolled only with a block."""
+        levels' tuples first); unrolled only with a block; vectors only unrolled (a lane of a vector register
+        is chosen by a constant)."""
         inner_first = [level.name for level in reversed(self.levels)]
         blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
-        return [Structure(b, p, q, u, g) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER for u in UNROLL
-                for g in WORK_GROUPS if b or not u]
+        return [Structure(b, p, q, u, g, v) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
+                for u in UNROLL for g in WORK_GROUPS for v in VECTOR if (b or not u) and (u or not v)]
 
     def sketch(self, structure: Structure) -> Sketch:
         if structure not in self._sketches:
@@ -212,6 +231,11 @@ class RouteSpace:
         tree, failure = self._blocked(structure.blocked)
         if tree is None:
             return Sketch(structure, None, failure)
+        if structure.vector:
+            vectorized = vectorize_block(arith.Var(VECTOR_WIDTH))(tree)
+            if not isinstance(vectorized, Success):
+                return Sketch(structure, None, f"vectors: {vectorized.reason}")
+            tree = vectorized.program
         lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer,
                                  structure.work_groups)(tree)
         if not isinstance(lowered, Success):
@@ -220,7 +244,8 @@ class RouteSpace:
         if structure.sequential_outer and not any(getattr(primitive_of(n), "parallel", None)
                                                   for n in walk(program.function(self.function).body)):
             return Sketch(structure, None, "no level left to run in parallel below the sequential one")
-        names = tuple(_parameter_name(n) for n in structure.blocked) + ((LOCAL_SIZE,) if structure.work_groups else ())
+        names = tuple(_parameter_name(n) for n in structure.blocked) + ((LOCAL_SIZE,) if structure.work_groups else ()) \
+            + ((VECTOR_WIDTH,) if structure.vector else ())
         params = tuple(dict.fromkeys(program.tuning_params + names))
         return Sketch(structure, dataclasses.replace(program, tuning_params=params))
 
@@ -233,9 +258,10 @@ class RouteSpace:
             if sketch.program is not None:
                 from ..params import parameters
 
-                space = parameters(sketch.program, self.sizes, self.device, function=self.function,
-                                   ranges={_parameter_name(l.name): (2, l.extent) for l in self.levels
-                                           if l.name in structure.blocked})
+                ranges = {_parameter_name(l.name): (2, l.extent) for l in self.levels if l.name in structure.blocked}
+                if structure.vector:
+                    ranges[VECTOR_WIDTH] = (2, 16)
+                space = parameters(sketch.program, self.sizes, self.device, function=self.function, ranges=ranges)
                 if not space.satisfiable():
                     space = None
             self._spaces[structure] = space
@@ -244,14 +270,17 @@ class RouteSpace:
     # ------------------------------------------------------------------------------------------ configurations
     def config(self, structure: Structure, values: Mapping[str, int]) -> dict[str, int]:
         config = {"parallel": structure.parallel, "sequential_outer": structure.sequential_outer,
-                  "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0))}
+                  "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0)),
+                  "vector": int(values.get(VECTOR_WIDTH, 0))}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
 
     def structure_of(self, config: Mapping[str, int]) -> tuple[Structure, dict[str, int]]:
-        """The structure and the sketch's parameter values of a configuration; a malformed one is refused."""
+        """The structure and the sketch's parameter values of a configuration; a malformed one is refused.
+        (A configuration recorded before vectors were a choice has none.)"""
         expected = set(self.CHOICES) | {level.key for level in self.levels}
+        config = {"vector": 0, **config}
         if set(config) != expected:
             raise SizeError(f"a configuration of this program's route has the choices {', '.join(sorted(expected))}; "
                             f"got {', '.join(sorted(config)) or 'none'}")
@@ -259,8 +288,10 @@ class RouteSpace:
         values = {_parameter_name(n): int(config[f"block.{n}"]) for n in blocked}
         if config[LOCAL_SIZE]:
             values[LOCAL_SIZE] = int(config[LOCAL_SIZE])
+        if config["vector"]:
+            values[VECTOR_WIDTH] = int(config["vector"])
         structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
-                              int(config["unroll"]), int(config[LOCAL_SIZE] > 0))
+                              int(config["unroll"]), int(config[LOCAL_SIZE] > 0), int(config["vector"] > 0))
         return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:

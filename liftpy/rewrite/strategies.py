@@ -545,7 +545,8 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
         try_(topDown(outer(sequential_outer))),
         normalize(compute_map >> rules.mapSeq),
         normalize(rules.reduceSeq),
-        normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateAccumulator)),
+        normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateVectorRow,
+                                rules.privateAccumulator)),
         normalize(when(body_is_reduction, "map of reductions") >> rules.globalMemory),
     ]
     if unroll:
