@@ -112,3 +112,23 @@ def test_pretty_printed_best_program_parses_back():
     program = space.lower(space.default())
     again = liftpy.parse(liftpy.pretty(program))
     _close(liftpy.compile(again, sizes).run(inputs).output, expected)
+
+
+def test_neighbours_change_one_choice_and_are_valid():
+    """A local search's moves: each neighbour differs in one choice and is a configuration of the space."""
+    space, *_ = _space("matmul")
+    config = space.default()
+    neighbours = space.neighbours(config)
+    assert neighbours and config not in neighbours
+    for n in neighbours:
+        assert sum(n[k] != config[k] for k in config) == 1 and space.valid(n)
+        space.lower(n)  # the route makes it
+    assert {k for n in neighbours for k in n if n[k] != config[k]} >= {"parallel", "block.aRow", "vector"}
+    assert not space.valid({**config, "vector": 3}) and not space.valid({**config, "parallel": 4})
+
+
+def test_the_default_keeps_the_inner_block_in_vectors():
+    """matmul at 5 x 7 x 6: rows (5, prime) are not blocked by the default, columns by 6, in vectors of 2."""
+    space, *_ = _space("matmul")
+    config = space.default()
+    assert (config["block.aRow"], config["block.bCol"], config["vector"], config["unroll"]) == (1, 6, 2, 1)

@@ -182,6 +182,7 @@ class RouteSpace:
         #: the levels the rewrites can block (a level whose map reads its own elements' arrays -- the rows of
         #: an image, whose windows come from the row -- cannot be sunk past them, and is left alone)
         self.levels = tuple(level for level in self._levels() if self._blocked((level.name,))[0] is not None)
+        self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure
     def _levels(self) -> tuple[Level, ...]:
@@ -339,24 +340,66 @@ class RouteSpace:
                 return out[:n]
             share *= 2
 
+    def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
+        """The valid configurations that differ from ``config`` in one choice: a block one divisor smaller or
+        larger (or unblocked), the vector width or the work-groups' size halved or doubled (or none), another
+        number of parallel levels, the sequential outer level, unrolling or vectors switched. What a local
+        search moves through once random trials have found a good region."""
+        base = {"vector": 0, **config}
+        candidates: dict[str, list[int]] = {
+            "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL)}
+        for level in self.levels:
+            divisors = [d for d in range(1, level.extent + 1) if level.extent % d == 0]
+            at = divisors.index(base[level.key]) if base[level.key] in divisors else 0
+            candidates[level.key] = [1] + divisors[max(0, at - 1):at + 2]
+        for key in ("vector", LOCAL_SIZE):
+            value = base[key]
+            candidates[key] = [0, value // 2, value * 2] if value else [2, 4, 8]
+        out: list[dict[str, int]] = []
+        for key, values in candidates.items():
+            for value in dict.fromkeys(values):
+                if value == base[key]:
+                    continue
+                changed = {**base, key: value}
+                if self.valid(changed) and changed not in out:
+                    out.append(changed)
+        return out
+
+    def valid(self, config: Mapping[str, int]) -> bool:
+        """Whether a configuration is one of the space's (its sketch exists and its values satisfy it)."""
+        try:
+            structure, values = self.structure_of(config)
+        except SizeError:
+            return False
+        if structure not in self._structure_set:
+            return False
+        space = self.space(structure)
+        return space is not None and bool(space.check(values))
+
     def default(self) -> dict[str, int]:
         """The route's choice without tuning: the two innermost levels that can be blocked together (the inner
-        by its largest divisor up to 8, the outer by its largest up to 4), unrolled, two parallel levels; else
-        one level, else none."""
-        def largest_divisor(level: Level, cap: int) -> int:
-            return max(d for d in range(1, cap + 1) if level.extent % d == 0)
+        by its largest divisor up to 8, the outer by its largest up to 4), unrolled, two parallel levels, the
+        inner level's accumulators in vectors of the block's largest width up to 8 (else scalars); else one
+        level, else none."""
+        def largest_divisor(extent: int, cap: int) -> int:
+            return max(d for d in range(1, cap + 1) if extent % d == 0)
 
         by_name = {level.name: level for level in self.levels}
         for count, caps in ((2, (8, 4)), (1, (8,))):
-            for structure in self.structures():
-                if len(structure.blocked) != count or (structure.parallel, structure.sequential_outer,
-                                                       structure.unroll, structure.work_groups) != (2, 0, 1, 0):
-                    continue
-                space = self.space(structure)
-                values = {_parameter_name(n): largest_divisor(by_name[n], cap)
-                          for n, cap in zip(structure.blocked, caps)}
-                if space is not None and all(v >= 2 for v in values.values()) and space.check(values):
-                    return self.config(structure, values)
+            for vector in (1, 0):
+                for structure in self.structures():
+                    if len(structure.blocked) != count or (structure.parallel, structure.sequential_outer,
+                                                           structure.unroll, structure.work_groups,
+                                                           structure.vector) != (2, 0, 1, 0, vector):
+                        continue
+                    space = self.space(structure)
+                    values = {_parameter_name(n): largest_divisor(by_name[n].extent, cap)
+                              for n, cap in zip(structure.blocked, caps)}
+                    if vector:
+                        inner = values[_parameter_name(structure.blocked[0])]
+                        values[VECTOR_WIDTH] = max((w for w in (2, 4, 8) if inner % w == 0), default=1)
+                    if space is not None and all(v >= 2 for v in values.values()) and space.check(values):
+                        return self.config(structure, values)
         return self.config(Structure((), 2, 0, 0), {})
 
     def describe(self) -> str:

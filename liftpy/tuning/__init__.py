@@ -3,7 +3,7 @@ exports."""
 
 from .db import TuningDB, default_db_path
 from .program import ProgramTask
-from .search import RandomSampler, Sampler, Tuned, resolve_layer, tune, tune_program
+from .search import LocalSearchSampler, RandomSampler, Sampler, Tuned, resolve_layer, tune, tune_program
 
-__all__ = ["tune", "tune_program", "Tuned", "ProgramTask", "TuningDB", "RandomSampler", "Sampler", "default_db_path",
+__all__ = ["tune", "tune_program", "Tuned", "ProgramTask", "TuningDB", "RandomSampler", "LocalSearchSampler", "Sampler", "default_db_path",
            "resolve_layer"]
