@@ -114,8 +114,7 @@ def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
     def go(body: tuple) -> tuple:
         out = []
         for s in body:
-            if isinstance(s, kir.ParFor) or (isinstance(s, kir.SeqFor) and _holds_loop(s.body)
-                                             and not index_divisors(s.var, s.extent, s.body)):
+            if isinstance(s, kir.ParFor) or _sequential_worth_versioning(s):
                 s = replace(s, body=_versioned(s.var, s.extent, s.body, go))
             else:
                 s = kir.map_bodies(s, go)
@@ -125,11 +124,12 @@ def version_padded_reads(kernel: kir.Kernel) -> kir.Kernel:
     return replace(kernel, body=go(kernel.body))
 
 
-def _holds_loop(body: tuple) -> bool:
+def _sequential_worth_versioning(s: kir.Stmt) -> bool:
     """A sequential loop is versioned too where its body loops (over a block's blocks, whose edges touch the
-    padding): the test is then paid once per step of it, not at every read of the loops inside. (Not one
-    that split_sequential_loops will make a nest of: its variable then changes meaning.)"""
-    return any(isinstance(s, kir.SeqFor) for s in kir.walk(body))
+    padding): the test is then paid once per step of it, not at every read of the loops inside. Not one that
+    split_sequential_loops will make a nest of: its variable then changes meaning."""
+    return isinstance(s, kir.SeqFor) and any(isinstance(t, kir.SeqFor) for t in kir.walk(s.body)) \
+        and not index_divisors(s.var, s.extent, s.body)
 
 
 def _versioned(var: arith.Var, n: int, body: tuple, go) -> tuple:
@@ -155,10 +155,10 @@ def interior_interval(var: arith.Var, n: int, guards: list[Guarded]) -> tuple[in
         index, m = guard.index, guard.n.as_int()
         if var not in index.free_vars() or m is None or not arith.affine_in(index, var):
             continue
-        at0, at1, at2 = (index.subs({var: k}) for k in (0, 1, 2))
+        at0, at1 = (index.subs({var: k}) for k in (0, 1))
         step = (at1 - at0).as_int()
-        if step is None or step <= 0 or (at2 - at1).as_int() != step:
-            continue  # not increasing linearly in var: this condition stays in both versions
+        if step is None or step <= 0:
+            continue  # not increasing by a constant step in var: this condition stays in both versions
         rest_lo, rest_hi = (b.as_int() if b is not None else None for b in arith.bounds(at0))
         if rest_lo is None or rest_hi is None:
             continue

@@ -80,51 +80,35 @@ class LocalSearchSampler:
         self.algorithm, self.space, self.first = algorithm, space, first
         self.random_trials = max(1, int(trials * explore))
         self.pool, self.seed, self.rng = max(pool, 2 * trials), seed, random.Random(seed)
-        self.times: dict[tuple, float] = {}
-        self._neighbours: dict[tuple, list[dict]] = {}
+        self.times: dict[str, float] = {}  # by config_key, of the correct trials
+        self._configs: dict[str, dict] = {}
+        self._neighbours: dict[str, list[dict]] = {}
 
     def proposals(self):
-        proposed: set[tuple] = set()
-        randoms = iter(self.space.sample(self.pool, seed=self.seed))
-
-        def fresh_random():
-            for config in randoms:
-                if _key(config) not in proposed:
-                    return config
-            return None
-
-        if self.first is not None:
-            proposed.add(_key(self.first))
-            yield self.algorithm, self.first
-        while len(proposed) < self.random_trials:
-            config = fresh_random()
-            if config is None:
-                return
-            proposed.add(_key(config))
-            yield self.algorithm, config
+        proposed: set[str] = set()
+        first = [self.first] if self.first is not None else []
+        randoms = iter(first + list(self.space.sample(self.pool, seed=self.seed)))
         while True:
-            config = self._next_neighbour(proposed) or fresh_random()
+            local = self._next_neighbour(proposed) if len(proposed) >= self.random_trials else None
+            config = local or next((c for c in randoms if config_key(c) not in proposed), None)
             if config is None:
                 return
-            proposed.add(_key(config))
+            proposed.add(config_key(config))
             yield self.algorithm, config
 
-    def _next_neighbour(self, proposed: set) -> dict | None:
-        for key, _ in sorted(self.times.items(), key=lambda item: item[1]):
+    def _next_neighbour(self, proposed: set[str]) -> dict | None:
+        for key in sorted(self.times, key=self.times.get):
             if key not in self._neighbours:
-                self._neighbours[key] = self.space.neighbours(dict(key))
-            options = [c for c in self._neighbours[key] if _key(c) not in proposed]
+                self._neighbours[key] = self.space.neighbours(self._configs[key])
+            options = [c for c in self._neighbours[key] if config_key(c) not in proposed]
             if options:
                 return self.rng.choice(options)
         return None
 
     def observe(self, algorithm, config, result):
         if result.get("status") == "ok" and result.get("time_ms") is not None:
-            self.times[_key(config)] = float(result["time_ms"])
-
-
-def _key(config: Mapping[str, int]) -> tuple:
-    return tuple(sorted(config.items()))
+            key = config_key(config)
+            self.times[key], self._configs[key] = float(result["time_ms"]), dict(config)
 
 
 @dataclass
