@@ -12,6 +12,8 @@ layer 2 about a third of its memory -- at the cost of the conditions, and of rec
 
 from __future__ import annotations
 
+import dataclasses
+
 from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var
 from liftpy.primitives import primitive_of
 
@@ -92,5 +94,62 @@ def inline_copies(name: str = "padded"):
     return Strategy(s.fn, "inline_copies" if name == "padded" else f"inline_copies({name})")
 
 
+def relayout(name: str, function: str | None = None):
+    """The input ``name`` (an array of two or more dimensions) read from a copy of it whose outer dimension is
+    innermost in memory: ``val nameT = mapGlb(1)(mapGlb(0)(toGlobal(id))) o transpose o map(join^(r-2)) $ name``
+    at the top of the function, and every read of ``name`` through the view that gives it back,
+    ``map(split(d_{r-2}) ... split(d_{r-1})) o transpose $ nameT`` -- the same values, so the program's
+    meaning is unchanged. What changes is which elements sit side by side: a vector whose lanes are
+    neighbouring elements of the outer dimension (the weights of v kernels) becomes one vector load instead of
+    v scalar loads. The copy is a kernel of its own that reads only ``name``: where ``name`` is a constant
+    input (a layer's weights) it runs once, when the program is prepared. (Lift's data layout choice, as a
+    copy: a view of ``name`` alone can only reorder indices, never make a strided read contiguous.)"""
+    from liftpy.rewrite.match import Names, substitute
+    from liftpy.rewrite.strategies import Failure, Strategy, Success, names_in
+    from liftpy.types import ArrayType, array_dims, scalar_of
+
+    def apply(tree, ctx):
+        from liftpy.ir import Program
+
+        if not isinstance(tree, Program):
+            return Failure(f"relayout({name}) applies to a program")
+        fun = tree.function(function)
+        param = next((p for p in fun.data_params if p.name == name), None)
+        if param is None:
+            return Failure(f"{fun.name} has no input {name}")
+        dims, elem = array_dims(param.type)
+        if len(dims) < 2 or scalar_of(elem) is None or not isinstance(param.type, ArrayType):
+            return Failure(f"{name} is not an array of scalars with two or more dimensions")
+        names = Names(names_in(tree))
+        copy_name = names.fresh(f"{name}T")
+
+        def lam(body_of):
+            x = names.fresh("x")
+            return Lambda(PVar(x), body_of(Var(x)))
+
+        flat = Var(name)
+        if len(dims) > 2:
+            def joined(x):
+                for _ in range(len(dims) - 2):
+                    x = Prim("join", (), (x,))
+                return x
+            flat = Prim("map", (), (lam(joined), flat))
+        copy = Prim("mapGlb", (1,), (lam(lambda row: Prim("mapGlb", (0,), (
+            lam(lambda e: Prim("toGlobal", (), (lam(lambda y: Prim("id", (), (y,))), e))), row))),
+            Prim("transpose", (), (flat,))))
+        view = Prim("transpose", (), (Var(copy_name),))
+        if len(dims) > 2:
+            def split_back(row):
+                for d in reversed(dims[2:]):
+                    row = Prim("split", (d,), (row,))
+                return row
+            view = Prim("map", (), (lam(split_back), view))
+        body = Let(PVar(copy_name), copy, substitute(fun.body, {name: view}, names))
+        program = tree.replace_function(dataclasses.replace(fun, body=body))
+        return Success(program, ())
+
+    return Strategy(apply, f"relayout({name})")
+
+
 #: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``)
-STRATEGIES = {"inline_copies": inline_copies}
+STRATEGIES = {"inline_copies": inline_copies, "relayout": relayout}

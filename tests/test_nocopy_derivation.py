@@ -157,3 +157,30 @@ def test_the_command_line_runs_the_strategy(capsys):
     assert "removeToGlobal" in out.splitlines()[0] and "removeMapCopy" in out.splitlines()[0]
     program = liftpy.parse(out)
     assert "toGlobal" not in liftpy.pretty(_val(program, "padded"))
+
+
+# ------------------------------------------------------------------------------------------------ relayout
+def test_relayout_reads_an_input_from_a_copy_with_its_outer_dimension_innermost():
+    """The other direction: an input copied once with its outer dimension innermost, read back through a view
+    of the copy. The program means the same (each of a 3D input's elements times its row index, against
+    numpy), and its copy kernel writes the outer dimension side by side."""
+    from liftpy.rewrites.copies import relayout
+
+    program = liftpy.parse("""def f(xs: [[[float]_c]_b]_a, ys: [float]_a) =
+        map((x, y) -> map(row -> map(e -> e * y, row), x), zip(xs, ys))""")
+    rng = np.random.default_rng(5)
+    xs, ys = rng.standard_normal((3, 4, 5)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    result = relayout("xs")(program)
+    assert result, result
+    relaid = result.program
+    assert isinstance(relaid.main.body, Let) and list(relaid.main.body.pattern.names()) == ["xsT"]
+    expected = xs * ys[:, None, None]
+    sizes = {"a": 3, "b": 4, "c": 5}
+    np.testing.assert_allclose(liftpy.evaluate(relaid, {"xs": xs, "ys": ys}, sizes), expected, rtol=1e-6)
+    lowered = liftpy.rewrite.lower_to_opencl(relaid)
+    executable = liftpy.compile(lowered.program, sizes)
+    copy = executable.generated.kernels[0]
+    assert "xsT[gid0+3*gid1]" in copy.source.replace(" ", ""), copy.source
+    np.testing.assert_allclose(executable.run({"xs": xs, "ys": ys}, poison=True).output, expected, rtol=1e-6)
+    assert not relayout("ys")(program) and "two or more dimensions" in relayout("ys")(program).reason
+    assert not relayout("zs")(program) and "no input zs" in relayout("zs")(program).reason

@@ -220,6 +220,19 @@ def test_vectorize_inner_block(v, vectors, k, n, f, seed):
     check(rules.vectorizeInnerBlock(v), text, arrays(seed, xs=(n, k, m), ws=(n, k, m), z=(k, m)))
 
 
+@covers("vectorizeOuterBlock")
+@settings(max_examples=EXAMPLES)
+@given(hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 3), hs.integers(1, 3),
+       scalar_fun("e._1", "e._2"), seeds)
+def test_vectorize_outer_block(v, vectors, m, n, f, seed):
+    """A 2D block's columns of accumulators (along its outer level) kept as vectors."""
+    k = v * vectors
+    text = f"""def p(xs: [[[float]_m]_k]_n, ws: [[[float]_m]_k]_n, z: [[float]_m]_k) =
+        reduce(z, (acc, column) -> map((r, c) -> map((a, e) -> a + {f}, zip(r, c)), zip(acc, column)),
+               map((x, w) -> map((xr, wr) -> zip(xr, wr), zip(x, w)), zip(xs, ws)))"""
+    check(rules.vectorizeOuterBlock(v), text, arrays(seed, xs=(n, k, m), ws=(n, k, m), z=(k, m)))
+
+
 def test_vectorize_block_needs_a_lanewise_update():
     program = liftpy.parse("""def p(xs: [[float]_4]_3, ws: [[float]_4]_3, z: [float]_4) =
         reduce(z, (acc, column) -> map((a, e) -> a + dot(e._1, e._2), zip(acc, column)),

@@ -48,7 +48,7 @@ def test_the_space_is_read_off_the_nests():
     product's rows and columns; a convolution's kernels and windows (its rows hold the windows: not sunk)."""
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
-    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "block.aRow",
+    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer", "block.aRow",
                                             "block.bCol"}
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
@@ -132,3 +132,26 @@ def test_the_default_keeps_the_inner_block_in_vectors():
     space, *_ = _space("matmul")
     config = space.default()
     assert (config["block.aRow"], config["block.bCol"], config["vector"], config["unroll"]) == (1, 6, 2, 1)
+
+
+def test_vectors_along_the_kernels_read_weights_relaid_once():
+    """A convolution's 2D block (kernels x windows) with the kernels' accumulators in vectors: the weights of
+    v kernels are one vector load from a copy of the weights with the kernels innermost (``relayout``), a
+    kernel that reads only the weights, so it runs once when they are prepared as a constant; every call
+    still computes numpy's answer."""
+    space, inputs, sizes, expected = _space("conv_bias_relu")
+    kernels = next(level for level in space.levels if level.name == "kernelWeights").extent
+    config = {**space.default(), "block.kernelWeights": kernels, "vector": kernels, "vector_outer": 2, "unroll": 1}
+    assert space.valid(config), config
+    executable = liftpy.compile(space.lower(config), sizes)
+    copy, main = executable.generated.kernels
+    assert "weightsT" in copy.source and "input" not in copy.source
+    assert f"vload{kernels}(0, weightsT" in main.source
+    prepared = executable.prepare({"weights": inputs["weights"]})
+    assert len(prepared.hoisted) == 1
+    per_call = {k: v for k, v in inputs.items() if k != "weights"}
+    for _ in range(2):
+        _close(prepared.run(per_call, poison=True).output, expected)
+    gathered = liftpy.compile(space.lower({**config, "vector_outer": 1}), sizes)
+    assert len(gathered.generated.kernels) == 1
+    _close(gathered.run(inputs, poison=True).output, expected)

@@ -10,7 +10,8 @@ Strategies on the command line are written as in Python, with Elevate's spelling
 ``bottomUp``, ``normalize``, ``repeat``, ``try``, ``all``, ``one``, ``some``, ``position((0, 1), s)``, ``id``,
 ``fail``; named strategies ``lower_to_opencl``, ``simplify``, and with parameters ``convolution(θ, ρh, ρw, κ,
 σ, ω, v, unroll)`` (``rewrites/convolution.py``) and ``direct(σ, κ, v)`` (``rewrites/direct.py``; ``?`` or nothing for a
-tuning parameter); and every rule of the catalogue, with its
+tuning parameter), ``inline_copies("padded")`` and ``relayout("weights")`` (``rewrites/copies.py``, a val's or an
+input's name quoted); and every rule of the catalogue, with its
 parameters (``tile2D(4, 4)``; ``?`` or nothing for a fresh tuning parameter). The strategy text is read
 with Python's parser and only these names are allowed: nothing is evaluated.
 """
@@ -58,8 +59,8 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
         raise RewriteError(f"--strategy: cannot read {text!r} ({e.msg})") from None
 
     def value(node):
-        if isinstance(node, ast.Constant) and (node.value is None or type(node.value) is int):
-            return node.value
+        if isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (int, str)):
+            return node.value  # a size, a tuning parameter (None), or a name: relayout("weights")
         if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
                 and type(node.operand.value) is int):
             return -node.operand.value
@@ -107,6 +108,9 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
                     return named[name](*args)
                 except TypeError as e:
                     raise RewriteError(f"--strategy: {name}: {e}") from None
+            if any(isinstance(a, str) for a in args):  # names are for the named strategies only
+                raise RewriteError(f"--strategy: cannot read {ast.unparse(node)!r}: only a named strategy takes a "
+                                   f"quoted name, as relayout(\"weights\")")
             if name in book:
                 return book[name].instance(*args)
             raise RewriteError(f"--strategy: unknown name {name!r}")

@@ -19,6 +19,12 @@ and turns each into choices -- integer parameters of one space, sampled with the
   (neighbouring pixels of a row, neighbouring columns of a matrix), a value the block shares broadcast. The C
   compiler of a CPU driver does not find these vectors by itself in unrolled scalar code (PoCL 3.1 made the
   unrolled 4 x 8 block of a 1x1 convolution scalar FMAs);
+* ``vector_outer``: with vectors and a 2D block, 1 keeps the *outer* blocked level's accumulators in vectors
+  instead (``vectorizeOuterBlock``): in a convolution blocked by kernels and pixels, the kernels' weights are
+  the vector and a pixel is broadcast, where the inner level's vectors load pixels and broadcast a weight.
+  The weights of v kernels are then v strided reads; 2 also reads the inputs the outer level walks from a
+  copy with that level innermost in memory (``relayout``: one vector load; the copy is a kernel that reads
+  only that input, run once at prepare time where it is a constant input). Which is fastest is searched;
 * ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
   work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl).
 
@@ -38,8 +44,9 @@ from typing import Iterator, Mapping
 
 from .. import arith
 from ..errors import RewriteError, SizeError
-from ..ir import Lambda, Program, walk
+from ..ir import Lambda, Node, Prim, Program, PTuple, PVar, Var, walk
 from ..primitives import primitive_of
+from ..types import array_dims
 from .nests import loop_nests
 from .strategies import (
     Strategy,
@@ -60,7 +67,8 @@ PARALLEL = (1, 2, 3)
 SEQUENTIAL_OUTER = (0, 1)
 UNROLL = (0, 1)
 WORK_GROUPS = (0, 1)
-VECTOR = (0, 1)
+#: none, the innermost blocked level, the outer level of a 2D block, the same with its inputs relaid out
+VECTOR = (0, 1, 2, 3)
 #: the tuning parameter of the work-groups' size
 LOCAL_SIZE = "local_size"
 #: the tuning parameter of the accumulators' vector width
@@ -98,11 +106,13 @@ def block_level(name: str, size: arith.Expr) -> Strategy:
     return Strategy((split >> sink >> block).fn, f"block({name}, {size})")
 
 
-def vectorize_block(width: arith.Expr) -> Strategy:
+def vectorize_block(width: arith.Expr, outer: bool = False) -> Strategy:
     """Keep the innermost blocked level's accumulators as vectors of ``width`` lanes (a 2D block's rows, or
-    a 1D block)."""
+    a 1D block), or with ``outer`` a 2D block's outer level's (its columns)."""
     from . import rules
 
+    if outer:
+        return topDown(rules.vectorizeOuterBlock(width))
     return topDown(left_choice(rules.vectorizeInnerBlock(width), rules.vectorizeBlock(width)))
 
 
@@ -134,7 +144,8 @@ class Level:
 @dataclass(frozen=True)
 class Structure:
     """The structural choices of a configuration: the blocked levels (innermost first), how many levels run
-    in parallel and how many sequentially above them, unrolled or not, as work-groups or not."""
+    in parallel and how many sequentially above them, unrolled or not, as work-groups or not, and which
+    accumulators are vectors (one of VECTOR: a configuration's ``vector`` > 0 and ``vector_outer`` + 1)."""
 
     blocked: tuple[str, ...]
     parallel: int
@@ -167,7 +178,7 @@ class RouteSpace:
     every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector`` and ``block.<level>``), ``lower(config)``
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
-    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector")
+    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer")
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -202,11 +213,45 @@ class RouteSpace:
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
         levels' tuples first); unrolled only with a block; vectors only unrolled (a lane of a vector register
-        is chosen by a constant)."""
+        is chosen by a constant), along the outer level only of a 2D block."""
         inner_first = [level.name for level in reversed(self.levels)]
         blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
         return [Structure(b, p, q, u, g, v) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
-                for u in UNROLL for g in WORK_GROUPS for v in VECTOR if (b or not u) and (u or not v)]
+                for u in UNROLL for g in WORK_GROUPS for v in VECTOR
+                if (b or not u) and (u or not v) and (v < 2 or len(b) == 2) and (v < 3 or self._walked_inputs(b[-1]))]
+
+    def _walked_inputs(self, level: str) -> tuple[str, ...]:
+        """The inputs of two or more dimensions whose outer dimension the map binding ``level`` walks: its
+        array, followed through zips, splits (groups of the dimension) and the binders of the maps above it."""
+        fun = self.program.function(self.function)
+        ranks = {p.name: len(array_dims(p.type)[0]) for p in fun.data_params}
+        bound: dict[str, Node] = {}  # a map's binder (or a tuple component of it) -> the array it walks
+
+        def bind(pattern, array: Node):
+            if isinstance(pattern, PVar):
+                bound[pattern.name] = array
+            elif isinstance(pattern, PTuple) and isinstance(array, Prim) and array.name == "zip" \
+                    and len(array.args) == len(pattern.elems):
+                for p, a in zip(pattern.elems, array.args):
+                    bind(p, a)
+
+        def sources(array: Node) -> list[str]:
+            if isinstance(array, Var):
+                if array.name in bound:
+                    return sources(bound[array.name])
+                return [array.name] if ranks.get(array.name, 0) >= 2 else []
+            if isinstance(array, Prim) and array.name == "zip":
+                return [n for a in array.args for n in sources(a)]
+            if isinstance(array, Prim) and array.name == "split":
+                return sources(array.args[-1])
+            return []
+
+        for node in walk(fun.body):
+            if is_compute_map(node) and isinstance(node.args[0], Lambda):
+                bind(node.args[0].param, node.args[-1])
+                if level in node.args[0].param.names():
+                    return tuple(dict.fromkeys(sources(node.args[-1])))
+        return ()
 
     def sketch(self, structure: Structure) -> Sketch:
         if structure not in self._sketches:
@@ -233,7 +278,7 @@ class RouteSpace:
         if tree is None:
             return Sketch(structure, None, failure)
         if structure.vector:
-            vectorized = vectorize_block(arith.Var(VECTOR_WIDTH))(tree)
+            vectorized = vectorize_block(arith.Var(VECTOR_WIDTH), outer=structure.vector >= 2)(tree)
             if not isinstance(vectorized, Success):
                 return Sketch(structure, None, f"vectors: {vectorized.reason}")
             tree = vectorized.program
@@ -242,6 +287,14 @@ class RouteSpace:
         if not isinstance(lowered, Success):
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
+        if structure.vector == 3:
+            from liftpy.rewrites.copies import relayout
+
+            for name in self._walked_inputs(structure.blocked[-1]):
+                relaid = relayout(name, self.function)(program)
+                if not isinstance(relaid, Success):
+                    return Sketch(structure, None, f"layout: {relaid.reason}")
+                program = relaid.program
         if structure.sequential_outer and not any(getattr(primitive_of(n), "parallel", None)
                                                   for n in walk(program.function(self.function).body)):
             return Sketch(structure, None, "no level left to run in parallel below the sequential one")
@@ -272,16 +325,16 @@ class RouteSpace:
     def config(self, structure: Structure, values: Mapping[str, int]) -> dict[str, int]:
         config = {"parallel": structure.parallel, "sequential_outer": structure.sequential_outer,
                   "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0)),
-                  "vector": int(values.get(VECTOR_WIDTH, 0))}
+                  "vector": int(values.get(VECTOR_WIDTH, 0)), "vector_outer": max(0, structure.vector - 1)}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
 
     def structure_of(self, config: Mapping[str, int]) -> tuple[Structure, dict[str, int]]:
         """The structure and the sketch's parameter values of a configuration; a malformed one is refused.
-        (A configuration recorded before vectors were a choice has none.)"""
+        (A configuration recorded before vectors were a choice has none, nor ``vector_outer``.)"""
         expected = set(self.CHOICES) | {level.key for level in self.levels}
-        config = {"vector": 0, **config}
+        config = {"vector": 0, "vector_outer": 0, **config}
         if set(config) != expected:
             raise SizeError(f"a configuration of this program's route has the choices {', '.join(sorted(expected))}; "
                             f"got {', '.join(sorted(config)) or 'none'}")
@@ -292,7 +345,8 @@ class RouteSpace:
         if config["vector"]:
             values[VECTOR_WIDTH] = int(config["vector"])
         structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
-                              int(config["unroll"]), int(config[LOCAL_SIZE] > 0), int(config["vector"] > 0))
+                              int(config["unroll"]), int(config[LOCAL_SIZE] > 0),
+                              0 if not config["vector"] else 1 + int(config["vector_outer"]))
         return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:
@@ -343,11 +397,12 @@ class RouteSpace:
     def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
         """The valid configurations that differ from ``config`` in one choice: a block one divisor smaller or
         larger (or unblocked), the vector width or the work-groups' size halved or doubled (or none), another
-        number of parallel levels, the sequential outer level, unrolling or vectors switched. What a local
+        number of parallel levels, the sequential outer level, unrolling, vectors or their level switched. What a local
         search moves through once random trials have found a good region."""
-        base = {"vector": 0, **config}
+        base = {"vector": 0, "vector_outer": 0, **config}
         candidates: dict[str, list[int]] = {
-            "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL)}
+            "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL),
+            "vector_outer": [0, 1, 2]}
         for level in self.levels:
             divisors = [d for d in range(1, level.extent + 1) if level.extent % d == 0]
             at = divisors.index(base[level.key]) if base[level.key] in divisors else 0
@@ -366,12 +421,13 @@ class RouteSpace:
         return out
 
     def valid(self, config: Mapping[str, int]) -> bool:
-        """Whether a configuration is one of the space's (its sketch exists and its values satisfy it)."""
+        """Whether a configuration is one of the space's, as the space writes it (its sketch exists and its
+        values satisfy it)."""
         try:
             structure, values = self.structure_of(config)
         except SizeError:
             return False
-        if structure not in self._structure_set:
+        if structure not in self._structure_set or self.config(structure, values) != {"vector": 0, "vector_outer": 0, **config}:
             return False
         space = self.space(structure)
         return space is not None and bool(space.check(values))
