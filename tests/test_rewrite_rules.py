@@ -262,6 +262,22 @@ def test_private_accumulator_row(n, m, seed):
 
 
 # ------------------------------------------------------------------------------------------------ reduction
+@covers("reorderSum")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x", "y"), literal, seeds)
+def test_reorder_sum(n, m, f, z, seed):
+    text = f"""def p(xs: [[float]_m]_n, ys: [[float]_m]_n) =
+        reduce({z}, (acc, (x, y)) -> acc + {f}, zip(join(xs), join(ys)))"""
+    check(rules.reorderSum, text, arrays(seed, xs=(n, m), ys=(n, m)))
+
+
+def test_reorder_sum_needs_arrays_of_one_shape():
+    """Two arrays of as many elements but other shapes would pair other elements once walked by columns."""
+    program = liftpy.parse("""def p(xs: [[float]_2]_3, ys: [[float]_3]_2) =
+        reduce(0.0f, (acc, (x, y)) -> acc + x * y, zip(join(xs), join(ys)))""")
+    assert not liftpy.rewrite.topDown(rules.reorderSum)(program)
+
+
 @covers("partialReduce")
 @settings(max_examples=EXAMPLES)
 @given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x"), literal, seeds)
