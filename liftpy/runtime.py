@@ -257,6 +257,13 @@ class PreparedProgram:
         self.kernels = [(plan, kernel) for plan, kernel in self.kernels if plan.produces not in known]
         return tuple(plan.name for plan, _ in hoisted), sum((e.profile.end - e.profile.start) * 1e-6 for e in events)
 
+    @staticmethod
+    def _wait(events, function: str) -> None:
+        try:
+            _cl().wait_for_events(events)
+        except _cl().Error as e:
+            raise DeviceError(f"running {function} failed: {e}") from None
+
     def run(self, inputs: Mapping[str, object] | None = None, repeat: int = 1, warmup: int = 0,
             poison: bool = False) -> RunResult:
         """Run every kernel in order on ``inputs`` (the non-constant ones); ``kernel_ms`` is the median over
@@ -295,8 +302,7 @@ class PreparedProgram:
         if poison:  # what this call computes (a hoisted kernel's result is kept)
             for b in self.poisoned:
                 cl.enqueue_fill_buffer(self.queue, buffers[b.name], _poison(b.dtype), 0, max(b.bytes, 4))
-        totals: list[float] = []
-        per_kernel: dict[str, list[float]] = {plan.name: [] for plan, _ in self.kernels}
+        runs: list[list] = []  # each measured iteration's kernel events
         for iteration in range(warmup + repeat):
             events = []
             for plan, kernel in self.kernels:
@@ -308,23 +314,31 @@ class PreparedProgram:
                         f"launching {plan.name} with global size {plan.launch.global_size} and local size "
                         f"{plan.launch.local_size} failed: {e}"
                     ) from None
-            try:
-                cl.wait_for_events(events)
-            except cl.Error as e:
-                raise DeviceError(f"running {g.function} failed: {e}") from None
+            # the last iteration's kernels are waited for by the blocking read of the output below (the queue
+            # runs in order): one round trip to the driver less per call, 0.08 ms on PoCL
+            if iteration < warmup + repeat - 1:
+                self._wait(events, g.function)
             if iteration >= warmup:
-                times = [(e.profile.end - e.profile.start) * 1e-6 for e in events]
-                totals.append(sum(times))
-                for (plan, _), t in zip(self.kernels, times):
-                    per_kernel[plan.name].append(t)
-        if self.zero_copy:  # mapping makes the device's writes visible in ``output``: no copy on a CPU
-            mapped, _ = cl.enqueue_map_buffer(self.queue, buffers[g.output], cl.map_flags.READ, 0, out_plan.shape,
-                                              out_plan.dtype, is_blocking=True)
-            mapped.base.release()
-        else:
-            cl.enqueue_copy(self.queue, output, buffers[g.output])
-        self.queue.finish()
+                runs.append(events)
+        try:
+            if self.zero_copy:  # mapping makes the device's writes visible in ``output``: no copy on a CPU
+                mapped, _ = cl.enqueue_map_buffer(self.queue, buffers[g.output], cl.map_flags.READ, 0,
+                                                  out_plan.shape, out_plan.dtype, is_blocking=True)
+                mapped.base.release()
+            else:
+                cl.enqueue_copy(self.queue, output, buffers[g.output])
+            self.queue.finish()
+        except cl.Error as e:
+            raise DeviceError(f"running {g.function} failed: {e}") from None
+        self._wait(runs[-1], g.function)  # complete by now: an error of theirs is said here
         del keep_alive
+        totals: list[float] = []
+        per_kernel: dict[str, list[float]] = {plan.name: [] for plan, _ in self.kernels}
+        for events in runs:
+            times = [(e.profile.end - e.profile.start) * 1e-6 for e in events]
+            totals.append(sum(times))
+            for (plan, _), t in zip(self.kernels, times):
+                per_kernel[plan.name].append(t)
         return RunResult(
             output,
             statistics.median(totals),
