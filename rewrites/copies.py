@@ -8,6 +8,10 @@ then reads the copy. ``inline_copies`` turns such a copy back into the view it c
 only if its value holds a ``mapGlb`` or ``mapWrg``), and the next kernel reads the input through it, the padding
 becoming a condition at every read (0.0f outside). The program has one kernel and one buffer fewer -- for VGG-16
 layer 2 about a third of its memory -- at the cost of the conditions, and of recomputing the view's indices.
+
+The other direction, ``relayout(input)``, makes a copy: an input read from a copy with its outer dimension
+innermost in memory (the automatic route's weights of v kernels, one vector load; a kernel that runs once for
+constant weights).
 """
 
 from __future__ import annotations
@@ -105,8 +109,8 @@ def relayout(name: str, function: str | None = None):
     input (a layer's weights) it runs once, when the program is prepared. (Lift's data layout choice, as a
     copy: a view of ``name`` alone can only reorder indices, never make a strided read contiguous.)"""
     from liftpy.rewrite.match import Names, substitute
-    from liftpy.rewrite.strategies import Failure, Strategy, Success, names_in
-    from liftpy.types import ArrayType, array_dims, scalar_of
+    from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
+    from liftpy.types import array_dims, scalar_of
 
     def apply(tree, ctx):
         from liftpy.ir import Program
@@ -118,7 +122,7 @@ def relayout(name: str, function: str | None = None):
         if param is None:
             return Failure(f"{fun.name} has no input {name}")
         dims, elem = array_dims(param.type)
-        if len(dims) < 2 or scalar_of(elem) is None or not isinstance(param.type, ArrayType):
+        if len(dims) < 2 or scalar_of(elem) is None:
             return Failure(f"{name} is not an array of scalars with two or more dimensions")
         names = Names(names_in(tree))
         copy_name = names.fresh(f"{name}T")
@@ -146,10 +150,11 @@ def relayout(name: str, function: str | None = None):
             view = Prim("map", (), (lam(split_back), view))
         body = Let(PVar(copy_name), copy, substitute(fun.body, {name: view}, names))
         program = tree.replace_function(dataclasses.replace(fun, body=body))
-        return Success(program, ())
+        return Success(program, (Step("relayout", (name,)),))
 
     return Strategy(apply, f"relayout({name})")
 
 
-#: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``)
+#: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``) or
+#: ``--strategy 'relayout("weights")'``
 STRATEGIES = {"inline_copies": inline_copies, "relayout": relayout}
