@@ -155,3 +155,17 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
     gathered = liftpy.compile(space.lower({**config, "vector_outer": 1}), sizes)
     assert len(gathered.generated.kernels) == 1
     _close(gathered.run(inputs, poison=True).output, expected)
+
+
+def test_the_starting_points_measure_each_kind_of_vectors_once():
+    """A search starts from the default (inner vectors) and the same block with the outer level's vectors,
+    gathered and relaid: valid, distinct configurations the route makes and numpy agrees with."""
+    space, inputs, sizes, expected = _space("conv_bias_relu")
+    starts = space.starting_points()
+    assert starts[0] == space.default()
+    assert [c["vector_outer"] for c in starts] == [0, 1, 2] and all(c["vector"] for c in starts[1:])
+    assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 3
+    for config in starts[1:]:
+        _close(_run(space, config, inputs, sizes), expected)
+    depthwise, *_ = _space("depthwise")  # one blocked level: the default alone
+    assert depthwise.starting_points() == [depthwise.default()]

@@ -42,3 +42,10 @@ def test_local_search_ignores_failed_trials_and_falls_back_to_random():
         seen.append(config["x"])
         sampler.observe(algorithm, config, {"status": "wrong", "time_ms": None})
     assert sorted(seen) == list(range(100))  # no neighbour of a wrong trial: every random one, each once
+
+
+def test_local_search_proposes_its_starting_points_first_in_order():
+    cost = lambda x: float(x)  # noqa: E731
+    starts = [{"x": 50}, {"x": 7}, {"x": 93}]
+    seen = _run(LocalSearchSampler("route", Line(), trials=20, seed=3, first=starts), cost, 20)
+    assert seen[:3] == [50, 7, 93] and len(set(seen)) == 20

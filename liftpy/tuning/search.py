@@ -69,15 +69,17 @@ class RandomSampler:
 
 
 class LocalSearchSampler:
-    """Random trials for a share ``explore`` of the budget (the space's default first), then a local search:
+    """Random trials for a share ``explore`` of the budget (``first`` first: a configuration or a list of
+    them, as the route's starting points), then a local search:
     an unmeasured neighbour (:meth:`~liftpy.rewrite.route.RouteSpace.neighbours`: one choice changed) of the
     fastest correct configuration so far, else of the next fastest, else a random one again. On the route's
     spaces random search alone found its best late (after 48 to 145 of 150 trials); a block size or a vector
     width next to a good one is usually good too. For any space with ``sample(n, seed)`` and ``neighbours``."""
 
-    def __init__(self, algorithm: str, space, trials: int, seed: int = 0, first: dict | None = None,
+    def __init__(self, algorithm: str, space, trials: int, seed: int = 0, first: dict | list[dict] | None = None,
                  explore: float = 0.4, pool: int = 1000):
-        self.algorithm, self.space, self.first = algorithm, space, first
+        self.algorithm, self.space = algorithm, space
+        self.first = [first] if isinstance(first, dict) else list(first or [])
         self.random_trials = max(1, int(trials * explore))
         self.pool, self.seed, self.rng = max(pool, 2 * trials), seed, random.Random(seed)
         self.times: dict[str, float] = {}  # by config_key, of the correct trials
@@ -86,8 +88,7 @@ class LocalSearchSampler:
 
     def proposals(self):
         proposed: set[str] = set()
-        first = [self.first] if self.first is not None else []
-        randoms = iter(first + list(self.space.sample(self.pool, seed=self.seed)))
+        randoms = iter(self.first + list(self.space.sample(self.pool, seed=self.seed)))
         while True:
             local = self._next_neighbour(proposed) if len(proposed) >= self.random_trials else None
             config = local or next((c for c in randoms if config_key(c) not in proposed), None)
@@ -301,7 +302,8 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
                  repeat: int = 5, timeout: float = 120.0, progress: bool = True, cutoff: float | None = 10.0,
                  confirm: int = 4, sampler: Sampler | None = None, fault: str | None = None) -> Tuned:
     """Tune any program through the automatic route (:mod:`liftpy.rewrite.route`): up to ``trials``
-    configurations of its space in total (the route's default first; those in the database count), each
+    configurations of its space in total (the route's starting points first: its default and one of each kind
+    of vectors; those in the database count), each
     checked against the naive route, itself checked against the interpreter first. Returns the best."""
     from .program import ROUTE, ProgramTask, check_reference
 
@@ -312,7 +314,7 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
         print(f"  space: {space.describe()}, {space.count()} configurations", file=sys.stderr)
     check_reference(task, device, seed)
     if sampler is None:
-        sampler = LocalSearchSampler(ROUTE, space, trials, seed, first=space.default())
+        sampler = LocalSearchSampler(ROUTE, space, trials, seed, first=space.starting_points())
     found = search(task, (ROUTE,), sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff,
                    confirm)
     return best_of(task, found, space)
