@@ -207,17 +207,21 @@ def test_vectorize_block(v, vectors, n, f, seed):
     check(rules.vectorizeBlock(v), text, arrays(seed, xs=(n, m), ws=(n, m), z=(m,)))
 
 
+def _check_2d_block(rule, f, k, m, n, seed):
+    """``rule`` on a 2D register block (k x m accumulators updated by f at each of n steps)."""
+    text = f"""def p(xs: [[[float]_m]_k]_n, ws: [[[float]_m]_k]_n, z: [[float]_m]_k) =
+        reduce(z, (acc, column) -> map((r, c) -> map((a, e) -> a + {f}, zip(r, c)), zip(acc, column)),
+               map((x, w) -> map((xr, wr) -> zip(xr, wr), zip(x, w)), zip(xs, ws)))"""
+    check(rule, text, arrays(seed, xs=(n, k, m), ws=(n, k, m), z=(k, m)))
+
+
 @covers("vectorizeInnerBlock")
 @settings(max_examples=EXAMPLES)
 @given(hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 3), hs.integers(1, 3),
        scalar_fun("e._1", "e._2"), seeds)
 def test_vectorize_inner_block(v, vectors, k, n, f, seed):
     """A 2D block's rows of accumulators kept as vectors."""
-    m = v * vectors
-    text = f"""def p(xs: [[[float]_m]_k]_n, ws: [[[float]_m]_k]_n, z: [[float]_m]_k) =
-        reduce(z, (acc, column) -> map((r, c) -> map((a, e) -> a + {f}, zip(r, c)), zip(acc, column)),
-               map((x, w) -> map((xr, wr) -> zip(xr, wr), zip(x, w)), zip(xs, ws)))"""
-    check(rules.vectorizeInnerBlock(v), text, arrays(seed, xs=(n, k, m), ws=(n, k, m), z=(k, m)))
+    _check_2d_block(rules.vectorizeInnerBlock(v), f, k, v * vectors, n, seed)
 
 
 @covers("vectorizeOuterBlock")
@@ -226,11 +230,7 @@ def test_vectorize_inner_block(v, vectors, k, n, f, seed):
        scalar_fun("e._1", "e._2"), seeds)
 def test_vectorize_outer_block(v, vectors, m, n, f, seed):
     """A 2D block's columns of accumulators (along its outer level) kept as vectors."""
-    k = v * vectors
-    text = f"""def p(xs: [[[float]_m]_k]_n, ws: [[[float]_m]_k]_n, z: [[float]_m]_k) =
-        reduce(z, (acc, column) -> map((r, c) -> map((a, e) -> a + {f}, zip(r, c)), zip(acc, column)),
-               map((x, w) -> map((xr, wr) -> zip(xr, wr), zip(x, w)), zip(xs, ws)))"""
-    check(rules.vectorizeOuterBlock(v), text, arrays(seed, xs=(n, k, m), ws=(n, k, m), z=(k, m)))
+    _check_2d_block(rules.vectorizeOuterBlock(v), f, v * vectors, m, n, seed)
 
 
 def test_vectorize_block_needs_a_lanewise_update():

@@ -179,6 +179,8 @@ class RouteSpace:
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
     CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer")
+    #: what a configuration recorded before a choice existed means by its absence
+    ABSENT = {"vector": 0, "vector_outer": 0}
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -216,9 +218,10 @@ class RouteSpace:
         is chosen by a constant), along the outer level only of a 2D block."""
         inner_first = [level.name for level in reversed(self.levels)]
         blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
+        relaid = {name: bool(self._walked_inputs(name)) for name in inner_first}
         return [Structure(b, p, q, u, g, v) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
                 for u in UNROLL for g in WORK_GROUPS for v in VECTOR
-                if (b or not u) and (u or not v) and (v < 2 or len(b) == 2) and (v < 3 or self._walked_inputs(b[-1]))]
+                if (b or not u) and (u or not v) and (v < 2 or len(b) == 2) and (v < 3 or relaid[b[-1]])]
 
     def _walked_inputs(self, level: str) -> tuple[str, ...]:
         """The inputs of two or more dimensions whose outer dimension the map binding ``level`` walks: its
@@ -332,9 +335,9 @@ class RouteSpace:
 
     def structure_of(self, config: Mapping[str, int]) -> tuple[Structure, dict[str, int]]:
         """The structure and the sketch's parameter values of a configuration; a malformed one is refused.
-        (A configuration recorded before vectors were a choice has none, nor ``vector_outer``.)"""
+        (A configuration recorded before a choice existed lacks it: ABSENT says what that means.)"""
         expected = set(self.CHOICES) | {level.key for level in self.levels}
-        config = {"vector": 0, "vector_outer": 0, **config}
+        config = {**self.ABSENT, **config}
         if set(config) != expected:
             raise SizeError(f"a configuration of this program's route has the choices {', '.join(sorted(expected))}; "
                             f"got {', '.join(sorted(config)) or 'none'}")
@@ -399,7 +402,7 @@ class RouteSpace:
         larger (or unblocked), the vector width or the work-groups' size halved or doubled (or none), another
         number of parallel levels, the sequential outer level, unrolling, vectors or their level switched. What a local
         search moves through once random trials have found a good region."""
-        base = {"vector": 0, "vector_outer": 0, **config}
+        base = {**self.ABSENT, **config}
         candidates: dict[str, list[int]] = {
             "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL),
             "vector_outer": [0, 1, 2]}
@@ -427,7 +430,7 @@ class RouteSpace:
             structure, values = self.structure_of(config)
         except SizeError:
             return False
-        if structure not in self._structure_set or self.config(structure, values) != {"vector": 0, "vector_outer": 0, **config}:
+        if structure not in self._structure_set or self.config(structure, values) != {**self.ABSENT, **config}:
             return False
         space = self.space(structure)
         return space is not None and bool(space.check(values))
