@@ -9,17 +9,20 @@ only if its value holds a ``mapGlb`` or ``mapWrg``), and the next kernel reads t
 becoming a condition at every read (0.0f outside). The program has one kernel and one buffer fewer -- for VGG-16
 layer 2 about a third of its memory -- at the cost of the conditions, and of recomputing the view's indices.
 
-The other direction, ``relayout(input)``, makes a copy: an input read from a copy with its outer dimension
-innermost in memory (the automatic route's weights of v kernels, one vector load; a kernel that runs once for
-constant weights).
+The other direction makes copies:
+
+* ``relayout(input)``: an input read from a copy with its outer dimension innermost in memory (the automatic
+  route's weights of v kernels, one vector load; a kernel that runs once for constant weights);
+* ``copy_padding()``: the padded input copied by a kernel of its own before the computation, which then reads
+  without conditions (the automatic route's ``pad_copy``; the copy runs at every call).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var
-from liftpy.primitives import primitive_of
+from liftpy.ir import Lambda, Let, Node, Prim, PTuple, PVar, Var
+from liftpy.primitives import is_view, primitive_of
 
 #: the maps a copy's nest may be made of (the lowered ones have a rule in copies.rules taking them back)
 
@@ -155,6 +158,139 @@ def relayout(name: str, function: str | None = None):
     return Strategy(apply, f"relayout({name})")
 
 
+def _repeats_elements(node: Node) -> bool:
+    """Whether a view reads some element of its input more than once (a slide's overlapping windows)."""
+    from liftpy.ir import walk
+
+    return any(isinstance(n, Prim) and n.name in ("slide", "slide2D") for n in walk(node))
+
+
+def _padded_view(body: Node) -> Node | None:
+    """The largest view in ``body`` that pads (``pad``, ``pad2D``) and reads each element of its input once
+    (no slide: a copy of the windows would repeat every element): the padded image, not its windows."""
+    from liftpy.ir import walk
+
+    for node in walk(body):
+        if isinstance(node, Prim) and is_view(node) and not _repeats_elements(node) and any(
+                isinstance(n, Prim) and n.name in ("pad", "pad2D") for n in walk(node)):
+            return node
+    return None
+
+
+def copy_padding(function: str | None = None):
+    """The padded input copied to memory by a kernel of its own, which the program then reads instead of the
+    padding view: every read of the copy is unconditional, where each read through ``pad`` tests whether it
+    falls in the padding (the paper's convolutions pad with a copy kernel; ``inline_copies`` is the other
+    direction). The padded view reads an input through the maps above it -- an image of the batch, a group of
+    its channels (a zip's component, a split) -- and the copy walks the same maps, so that each map now walks
+    the copy's elements; each binder on the way must be read only on the way to the view. The copy runs at
+    every call (the input changes): one more kernel, and the padded input's memory. Applies to a lowered
+    program (its maps already placed)."""
+    from liftpy.ir import Program, free_vars, walk
+    from liftpy.rewrite.match import Names, substitute
+    from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
+    from liftpy.typecheck import typecheck
+    from liftpy.types import array_dims
+
+    def walked_array(body: Node, name: str) -> tuple[Node, Node] | None:
+        """The map whose function binds ``name`` (or a component of a zip it walks) and the array ``name``
+        is an element of."""
+        for node in walk(body):
+            prim = primitive_of(node)
+            if prim is None or not prim.is_map or not isinstance(node.args[0], Lambda):
+                continue
+            param, array = node.args[0].param, node.args[-1]
+            if isinstance(param, PVar) and param.name == name:
+                return node, array
+            if isinstance(param, PTuple) and isinstance(array, Prim) and array.name == "zip" \
+                    and len(array.args) == len(param.elems):
+                for p, a in zip(param.elems, array.args):
+                    if isinstance(p, PVar) and p.name == name:
+                        return node, a
+        return None
+
+    def apply(tree, ctx):
+        if not isinstance(tree, Program):
+            return Failure("copy_padding applies to a program")
+        fun = tree.function(function)
+        view = _padded_view(fun.body)
+        if view is None:
+            return Failure(f"{fun.name} reads no padded view of its inputs")
+        inputs = {p.name for p in fun.data_params}
+        # the way from the view up to an input: (binder, the array its map walks), innermost first
+        way: list[tuple[str, Node]] = []
+        read = view
+        while not (free_vars(read) <= inputs):
+            free = free_vars(read) - inputs
+            if len(free) != 1 or free_vars(read) & inputs:
+                return Failure("the padded view reads more than one value")
+            (binder,) = free
+            found = walked_array(fun.body, binder)
+            if found is None:
+                return Failure(f"{binder}, which the padded view reads, is not the element of a map")
+            walker, array = found
+            if not is_view(array):
+                return Failure(f"{binder} is the element of a computed array")
+            if binder in free_vars(_replace(walker.args[0].body, read, Var("\0"))):
+                return Failure(f"{binder} is read beside the way to its padded view")
+            way.append((binder, array))
+            read = array
+        if not isinstance(read, Var) or sum(1 for n in walk(fun.body) if n == read) != 1:
+            return Failure("the padded input is read elsewhere too")
+        typed = typecheck(tree).program.function(fun.name)
+        rank = len(array_dims(next(n for n in walk(typed.body) if n == view).type)[0])
+        names = Names(names_in(tree))
+        copy_name = names.fresh("padded")
+
+        def lam(body_of):
+            x = names.fresh("x")
+            return Lambda(PVar(x), body_of(Var(x)))
+
+        def store(e):
+            return Prim("toGlobal", (), (lam(lambda y: Prim("id", (), (y,))), e))
+
+        def sequential(depth, e):
+            return store(e) if depth == 0 else Prim("mapSeq", (), (lam(lambda r: sequential(depth - 1, r)), e))
+
+        def copy_of(array):  # the padded view's rows and columns over work-items, the rest sequential
+            if rank == 1:
+                return Prim("mapGlb", (0,), (lam(store), array))
+            return Prim("mapGlb", (1,), (lam(lambda row: Prim("mapGlb", (0,), (
+                lam(lambda e: sequential(rank - 2, e)), row))), array))
+
+        def copy_along(level: int, array: Node) -> Node:
+            """The maps of the way, outermost first: the innermost over work-items too (a channel or a group
+            each), the others sequential (an image of the batch)."""
+            binder = way[level][0]
+            inner = view if level == 0 else way[level - 1][1]
+            walk_with = ("mapGlb", (2,)) if level == 0 and rank >= 2 else ("mapSeq", ())
+            return Prim(*walk_with, (lam(lambda x: (
+                copy_of(substitute(inner, {binder: x}, names)) if level == 0
+                else copy_along(level - 1, substitute(inner, {binder: x}, names)))), array))
+
+        copy = copy_of(view) if not way else copy_along(len(way) - 1, read)
+        body = _replace(fun.body, view, Var(way[0][0]) if way else Var(copy_name))
+        for (_, array), (outer, _) in zip(way, way[1:]):  # each map now walks the copy's elements
+            body = _replace(body, array, Var(outer))
+        if way:
+            body = _replace(body, read, Var(copy_name))
+        program = tree.replace_function(dataclasses.replace(fun, body=Let(PVar(copy_name), copy, body)))
+        return Success(program, (Step("copy_padding", ()),))
+
+    return Strategy(apply, "copy_padding")
+
+
+def _replace(tree: Node, old: Node, new: Node) -> Node:
+    """``tree`` with every subtree equal to ``old`` replaced by ``new``."""
+    if tree == old:
+        return new
+    children = tree.children()
+    if not children:
+        return tree
+    replaced = tuple(_replace(c, old, new) for c in children)
+    return tree if all(a is b for a, b in zip(replaced, children)) else tree.with_children(replaced)
+
+
 #: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``) or
 #: ``--strategy 'relayout("weights")'``
-STRATEGIES = {"inline_copies": inline_copies, "relayout": relayout}
+STRATEGIES = {"inline_copies": inline_copies, "relayout": relayout, "copy_padding": copy_padding}

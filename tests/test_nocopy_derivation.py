@@ -184,3 +184,32 @@ def test_relayout_reads_an_input_from_a_copy_with_its_outer_dimension_innermost(
     np.testing.assert_allclose(executable.run({"xs": xs, "ys": ys}, poison=True).output, expected, rtol=1e-6)
     assert not relayout("ys")(program) and "two or more dimensions" in relayout("ys")(program).reason
     assert not relayout("zs")(program) and "no input zs" in relayout("zs")(program).reason
+
+
+# ------------------------------------------------------------------------------------------------ copy_padding
+def test_copy_padding_copies_the_padded_rows_once_and_reads_the_copy():
+    """The other direction of inline_copies for padding: each row's padded view copied by a kernel of its own
+    (walking the map over the rows), the window sums read from the copy -- numpy's sums of three neighbours
+    with a zero at each end. A row read beside its padding, or a program that pads nothing, is refused."""
+    from liftpy.rewrites.copies import copy_padding
+
+    program = liftpy.parse("""def f(xs: [[float]_n]_m) =
+        map(x -> map(w -> reduce(0.0f, (a, e) -> a + e, w), slide(3, 1, pad(1, 1, 0.0f, x))), xs)""")
+    result = copy_padding()(liftpy.rewrite.lower_to_opencl(program).program)
+    assert result, result
+    copied = result.program
+    assert list(copied.main.body.pattern.names()) == ["padded"]
+    xs = np.random.default_rng(6).standard_normal((4, 9)).astype(np.float32)
+    padded = np.pad(xs, ((0, 0), (1, 1)))
+    expected = padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]
+    executable = liftpy.compile(copied, {"m": 4, "n": 9})
+    copy, main = executable.generated.kernels
+    assert copy.produces == "padded" and "xs" not in main.args
+    output = executable.run({"xs": xs}, poison=True).output  # a reduction yields an array of one
+    np.testing.assert_allclose(output[..., 0], expected, rtol=1e-5, atol=1e-6)
+    beside = liftpy.parse("""def f(xs: [[float]_n]_m) =
+        map(x -> zip(x, map(w -> reduce(0.0f, (a, e) -> a + e, w), slide(3, 1, pad(1, 1, 0.0f, x)))), xs)""")
+    refused = copy_padding()(beside)
+    assert not refused and "read beside" in refused.reason
+    none = copy_padding()(liftpy.parse("def f(xs: [float]_n) = map(x -> x * 2.0f, xs)"))
+    assert not none and "no padded view" in none.reason

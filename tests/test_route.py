@@ -4,6 +4,7 @@ tests/reference.py, not against liftpy's own interpreter or naive route."""
 
 import time
 
+import numpy as np
 import pytest
 
 import liftpy
@@ -48,8 +49,9 @@ def test_the_space_is_read_off_the_nests():
     product's rows and columns; a convolution's kernels and windows (its rows hold the windows: not sunk)."""
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
-    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer", "block.aRow",
-                                            "block.bCol"}
+    assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer",
+                                            "pad_copy", "block.aRow", "block.bCol"}
+    assert not space.pads and all(c["pad_copy"] == 0 for c in space.sample(50))
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
 
@@ -78,7 +80,7 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
 
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
-    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_size, parallel, sequential_outer, unroll"):
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_size, pad_copy, parallel, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
@@ -159,13 +161,39 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
 
 def test_the_starting_points_measure_each_kind_of_vectors_once():
     """A search starts from the default (inner vectors) and the same block with the outer level's vectors,
-    gathered and relaid: valid, distinct configurations the route makes and numpy agrees with."""
+    gathered and relaid, the last also with its padding copied: valid, distinct configurations the route
+    makes and numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     starts = space.starting_points()
     assert starts[0] == space.default()
-    assert [c["vector_outer"] for c in starts] == [0, 1, 2] and all(c["vector"] for c in starts[1:])
-    assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 3
+    assert [(c["vector_outer"], c["pad_copy"]) for c in starts] == [(0, 0), (1, 0), (2, 0), (2, 1)]
+    assert all(c["vector"] for c in starts[1:])
+    assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 4
     for config in starts[1:]:
         _close(_run(space, config, inputs, sizes), expected)
     depthwise, *_ = _space("depthwise")  # one blocked level: the default alone
     assert depthwise.starting_points() == [depthwise.default()]
+
+
+@pytest.mark.parametrize("name", ["conv_bias_relu", "grouped_conv", "depthwise", "dilated_conv"])
+def test_the_padding_copied_by_a_kernel_of_its_own(name):
+    """``pad_copy``: the padded input is copied by a kernel that reads only the input (a convolution's image,
+    a grouped convolution's groups of channels, a depthwise convolution's channels: the copy walks the maps
+    above the padding), and the computation reads the copy. The copy runs at every call, not once: two calls
+    on another input and then on the first again, buffers poisoned first, compute another answer and then
+    numpy's again."""
+    space, inputs, sizes, expected = _space(name)
+    assert space.pads
+    config = {**space.default(), "pad_copy": 1}
+    assert space.valid(config) and config in space.neighbours(space.default())
+    executable = liftpy.compile(space.lower(config), sizes)
+    copy, *rest = executable.generated.kernels
+    assert copy.produces == "padded" and set(copy.args) == {"input", "padded"}
+    assert all("input" not in kernel.args for kernel in rest)
+    constants = {k: v for k, v in inputs.items() if k in ("weights", "biases")}
+    prepared = executable.prepare(constants)
+    assert prepared.hoisted == ()
+    _close(prepared.run({"input": inputs["input"]}, poison=True).output, expected)
+    other = prepared.run({"input": inputs["input"][:, :, ::-1].copy()}, poison=True).output
+    assert not np.allclose(other, expected, atol=1e-3)
+    _close(prepared.run({"input": inputs["input"]}, poison=True).output, expected)

@@ -2,6 +2,7 @@
 export --program; every trial checked against the naive route on inputs of its own, the best result checked
 here against numpy (tests/reference.py)."""
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
     best = liftpy.tune(str(CONV), sizes=CONV_SIZES, trials=5, db=db, repeat=1, progress=False, confirm=2,
                        constants=("weights", "biases"))
     assert best.time_ms > 0 and set(best.config) == {"parallel", "sequential_outer", "unroll", "local_size", "vector",
-                                                     "vector_outer",
+                                                     "vector_outer", "pad_copy",
                                                      "block.kernelWeights", "block.window"}
     assert len(best.trials) == 5 and all(t.status == "ok" and t.max_error <= 1 for t in best.trials)
     assert best.trials[0].config == ProgramTask.make(CONV, CONV_SIZES).space().default()  # the default first
@@ -52,6 +53,23 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
     with sqlite3.connect(db) as conn:
         keys = {r[0] for r in conn.execute("SELECT layer FROM trials")}
     assert len(keys) == 1 and keys.pop().startswith("program ")
+
+
+def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_path):
+    """A database from before ``pad_copy`` existed (its configurations lack it) resumes: its trials count
+    as the configurations with the choice's value by absence, and the search measures only new ones."""
+    db = tmp_path / "t.sqlite"
+    liftpy.tune(CONV, sizes=CONV_SIZES, trials=4, db=db, repeat=1, progress=False, confirm=0)
+    with sqlite3.connect(db) as conn:
+        for row_id, text in conn.execute("SELECT id, config FROM trials").fetchall():
+            config = json.loads(text)
+            if config.pop("pad_copy") == 0:
+                conn.execute("UPDATE trials SET config = ? WHERE id = ?", (json.dumps(config, sort_keys=True), row_id))
+        old = conn.execute("SELECT COUNT(*) FROM trials WHERE config NOT LIKE '%pad_copy%'").fetchone()[0]
+    assert old >= 1
+    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=7, db=db, repeat=1, progress=False, confirm=0)
+    completed = [tuple(sorted({"pad_copy": 0, **t.config}.items())) for t in again.trials]
+    assert len(completed) == 7 == len(set(completed))
 
 
 def test_a_wrong_kernel_is_recorded_and_never_chosen(tmp_path):

@@ -67,6 +67,10 @@ class ConvLayer:
         """The name a database keeps beside the key: a named layer's (vgg16.7), else none."""
         return self.name if "." in self.name else ""
 
+    def complete(self, config: dict) -> dict:
+        """A layer's configurations have had the same choices since they were first recorded."""
+        return dict(config)
+
     def describe(self) -> str:
         return (f"{self.name}: input {self.channels}x{self.height}x{self.width}, {self.kernels} kernels "
                 f"{self.kernel_height}x{self.kernel_width}, stride {self.stride}, padding {self.padding}")

@@ -73,6 +73,10 @@ class Subject(Protocol):
 
     def describe(self) -> str: ...
 
+    def complete(self, config: dict) -> dict:
+        """A configuration as the subject's space writes it now: one recorded before a choice existed gets
+        that choice's value by absence (so a resumed search knows it was measured)."""
+        ...
 
 
 def config_key(config: dict) -> str:
@@ -190,11 +194,6 @@ class TuningDB:
         self.conn.commit()
 
     # -------------------------------------------------------------------------------- reading
-    def measured(self, subject: Subject, algorithm: str, device: str) -> set[str]:
-        rows = self.conn.execute("SELECT config FROM trials WHERE layer = ? AND algorithm = ? AND device = ?",
-                                 (subject.key, algorithm, device))
-        return {r[0] for r in rows}
-
     def trials(self, subject: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         query, args = "SELECT layer, layer_name, algorithm, config, device, status, cause, time_ms, memory_bytes, " \

@@ -82,6 +82,12 @@ class ProgramTask:
     def name(self) -> str:
         return Path(self.path).stem
 
+    def complete(self, config: dict) -> dict:
+        """The route's choices a configuration lacks (recorded before they existed) as their absence means."""
+        from ..rewrite.route import RouteSpace
+
+        return {**RouteSpace.ABSENT, **config}
+
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
         return f"{self.path} ({self.load().function(self.function).name}) at {sizes}"

@@ -248,7 +248,13 @@ def search(subject, algorithms: Sequence[str], sampler: Sampler, trials: int, db
     database; the fastest measured again at the end."""
     dev = device_record(device)
     database = TuningDB(db)
-    measured = {(a, key) for a in algorithms for key in database.measured(subject, a, dev["name"])}
+    # resumed: what an earlier run measured is not measured again, and the sampler knows its results (a
+    # local search goes on from the best so far)
+    previous = [t for t in database.trials(subject, dev["name"]) if t.algorithm in algorithms]
+    measured = {(t.algorithm, config_key(subject.complete(t.config))) for t in previous}
+    for t in previous:
+        if t.status == "ok":
+            sampler.observe(t.algorithm, subject.complete(t.config), {"status": "ok", "time_ms": t.time_ms})
     todo = max(0, trials - len(measured))
     known = [t for t in (database.best(subject, dev["name"], a) for a in algorithms) if t is not None]
     best_ms = min(t.time_ms for t in known) if known else None
