@@ -49,3 +49,14 @@ def test_local_search_proposes_its_starting_points_first_in_order():
     starts = [{"x": 50}, {"x": 7}, {"x": 93}]
     seen = _run(LocalSearchSampler("route", Line(), trials=20, seed=3, first=starts), cost, 20)
     assert seen[:3] == [50, 7, 93] and len(set(seen)) == 20
+
+
+def test_a_resumed_local_search_goes_on_from_the_best_measured_before():
+    """A sampler told an earlier run's results (a resumed search) proposes its starting points, then walks
+    from the best result so far at once: the earlier random trials count towards the random share."""
+    cost = lambda x: abs(x - 73) + 1.0  # noqa: E731
+    sampler = LocalSearchSampler("route", Line(), trials=30, seed=4, first=[{"x": 0}], explore=0.5)
+    for x in (10, 20, 30, 40, 50, 60, 70, 80, 90, 99, 5, 15, 25, 35, 45):  # 15 earlier results: the random share
+        sampler.observe("route", {"x": x}, {"status": "ok", "time_ms": cost(x)})
+    seen = _run(sampler, cost, 6)
+    assert seen[0] == 0 and 73 in seen and all(69 <= x <= 75 for x in seen[1:]), seen  # no random trial

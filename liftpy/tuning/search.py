@@ -87,10 +87,13 @@ class LocalSearchSampler:
         self._neighbours: dict[str, list[dict]] = {}
 
     def proposals(self):
+        """``first``, then random configurations until the random share is explored -- counting the results
+        observed before (a resumed search's) -- then the local search."""
         proposed: set[str] = set()
         randoms = iter(self.first + list(self.space.sample(self.pool, seed=self.seed)))
         while True:
-            local = self._next_neighbour(proposed) if len(proposed) >= self.random_trials else None
+            explored = max(len(proposed), len(self.times)) >= self.random_trials and len(proposed) >= len(self.first)
+            local = self._next_neighbour(proposed) if explored else None
             config = local or next((c for c in randoms if config_key(c) not in proposed), None)
             if config is None:
                 return
