@@ -104,6 +104,9 @@ class Primitive:
     sets_vector_width: bool = False
     #: reading through its view checks a condition per element (pad: inside or the pad value)
     guards_reads: bool = False
+    #: an element of its input may stand in several places of its value (slide's overlapping windows): a copy
+    #: of the view is larger than what it reads
+    repeats_elements: bool = False
 
     def __init__(self):
         self.slots = _parse_signature(self.signature)
@@ -403,6 +406,7 @@ class Slide(Primitive):
     """slide(size, step, in: [T]_n) : [[T]_size]_((n-size+step)/step); windows that do not fit are dropped"""
 
     name, signature, level = "slide", "size: size, step: size, in: data", "layout"
+    repeats_elements = True
 
     def infer(self, tc, node, env):
         size, step = node.params

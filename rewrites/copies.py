@@ -158,21 +158,17 @@ def relayout(name: str, function: str | None = None):
     return Strategy(apply, f"relayout({name})")
 
 
-def _repeats_elements(node: Node) -> bool:
-    """Whether a view reads some element of its input more than once (a slide's overlapping windows)."""
-    from liftpy.ir import walk
-
-    return any(isinstance(n, Prim) and n.name in ("slide", "slide2D") for n in walk(node))
-
-
 def _padded_view(body: Node) -> Node | None:
-    """The largest view in ``body`` that pads (``pad``, ``pad2D``) and reads each element of its input once
-    (no slide: a copy of the windows would repeat every element): the padded image, not its windows."""
+    """The largest view in ``body`` that pads (a primitive whose reads test a condition) and places each
+    element of its input once (no slide: a copy of the windows would repeat every element): the padded
+    image, not its windows."""
     from liftpy.ir import walk
+
+    def has(node: Node, trait: str) -> bool:
+        return any(getattr(primitive_of(n), trait, False) for n in walk(node))
 
     for node in walk(body):
-        if isinstance(node, Prim) and is_view(node) and not _repeats_elements(node) and any(
-                isinstance(n, Prim) and n.name in ("pad", "pad2D") for n in walk(node)):
+        if isinstance(node, Prim) and is_view(node) and has(node, "guards_reads") and not has(node, "repeats_elements"):
             return node
     return None
 
@@ -194,12 +190,12 @@ def copy_padding(function: str | None = None):
 
     def walked_array(body: Node, name: str) -> tuple[Node, Node] | None:
         """The map whose function binds ``name`` (or a component of a zip it walks) and the array ``name``
-        is an element of."""
+        is an element of (None for a map applied partially, ``mapWrg(0, mapLcl(0, f))``)."""
         for node in walk(body):
             prim = primitive_of(node)
             if prim is None or not prim.is_map or not isinstance(node.args[0], Lambda):
                 continue
-            param, array = node.args[0].param, node.args[-1]
+            param, array = node.args[0].param, node.args[-1] if len(node.args) > 1 else None
             if isinstance(param, PVar) and param.name == name:
                 return node, array
             if isinstance(param, PTuple) and isinstance(array, Prim) and array.name == "zip" \
@@ -217,7 +213,7 @@ def copy_padding(function: str | None = None):
         if view is None:
             return Failure(f"{fun.name} reads no padded view of its inputs")
         inputs = {p.name for p in fun.data_params}
-        # the way from the view up to an input: (binder, the array its map walks), innermost first
+        # the way from the view up to an input: (binder, the array whose element it is), innermost first
         way: list[tuple[str, Node]] = []
         read = view
         while not (free_vars(read) <= inputs):
@@ -229,14 +225,20 @@ def copy_padding(function: str | None = None):
             if found is None:
                 return Failure(f"{binder}, which the padded view reads, is not the element of a map")
             walker, array = found
+            if array is None:
+                return Failure(f"{binder} is the element of a map applied by the map above it, whose array has no name")
             if not is_view(array):
                 return Failure(f"{binder} is the element of a computed array")
             if binder in free_vars(_replace(walker.args[0].body, read, Var("\0"))):
                 return Failure(f"{binder} is read beside the way to its padded view")
             way.append((binder, array))
             read = array
-        if not isinstance(read, Var) or sum(1 for n in walk(fun.body) if n == read) != 1:
-            return Failure("the padded input is read elsewhere too")
+        # the way ends at the input, or a view of it the outermost map walks (a work-group's images)
+        if len(free_vars(read)) != 1 or not is_view(read):
+            return Failure("the padded view reads more than one input")
+        (padded_input,) = free_vars(read)
+        if sum(1 for n in walk(fun.body) if isinstance(n, Var) and n.name == padded_input) != 1:
+            return Failure(f"the padded input {padded_input} is read elsewhere too")
         typed = typecheck(tree).program.function(fun.name)
         rank = len(array_dims(next(n for n in walk(typed.body) if n == view).type)[0])
         names = Names(names_in(tree))
