@@ -160,16 +160,17 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
 
 
 def test_the_starting_points_measure_each_kind_of_vectors_once():
-    """A search starts from the default (inner vectors) and the same block with the outer level's vectors,
-    gathered and relaid, the last also with its padding copied: valid, distinct configurations the route
-    makes and numpy agrees with."""
+    """A search starts from the default -- for a program that pads, the outer level's vectors relaid (the
+    inner level's would test the padding in every lane) -- then the inner level's vectors, the outer level's
+    gathered, and the relaid ones with the padding copied: valid, distinct configurations the route makes and
+    numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     starts = space.starting_points()
     assert starts[0] == space.default()
-    assert [(c["vector_outer"], c["pad_copy"]) for c in starts] == [(0, 0), (1, 0), (2, 0), (2, 1)]
-    assert all(c["vector"] for c in starts[1:])
+    assert [(c["vector_outer"], c["pad_copy"]) for c in starts] == [(2, 0), (0, 0), (1, 0), (2, 1)]
+    assert all(c["vector"] for c in starts if c["vector_outer"])  # the inner block here may be too narrow
     assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 4
-    for config in starts[1:]:
+    for config in starts:
         _close(_run(space, config, inputs, sizes), expected)
     depthwise, *_ = _space("depthwise")  # one blocked level: the default alone
     assert depthwise.starting_points() == [depthwise.default()]
@@ -187,12 +188,12 @@ def test_the_padding_copied_by_a_kernel_of_its_own(name):
     config = {**space.default(), "pad_copy": 1}
     assert space.valid(config) and config in space.neighbours(space.default())
     executable = liftpy.compile(space.lower(config), sizes)
-    copy, *rest = executable.generated.kernels
-    assert copy.produces == "padded" and set(copy.args) == {"input", "padded"}
-    assert all("input" not in kernel.args for kernel in rest)
+    (copy,) = [kernel for kernel in executable.generated.kernels if kernel.produces == "padded"]
+    assert set(copy.args) == {"input", "padded"}
+    assert all("input" not in kernel.args for kernel in executable.generated.kernels if kernel is not copy)
     constants = {k: v for k, v in inputs.items() if k in ("weights", "biases")}
     prepared = executable.prepare(constants)
-    assert prepared.hoisted == ()
+    assert copy.name not in prepared.hoisted and copy.name in {plan.name for plan, _ in prepared.kernels}
     _close(prepared.run({"input": inputs["input"]}, poison=True).output, expected)
     other = prepared.run({"input": inputs["input"][:, :, ::-1].copy()}, poison=True).output
     assert not np.allclose(other, expected, atol=1e-3)
