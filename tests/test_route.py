@@ -180,8 +180,8 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
 def test_the_padding_copied_by_a_kernel_of_its_own(name):
     """``pad_copy``: the padded input is copied by a kernel that reads only the input (a convolution's image,
     a grouped convolution's groups of channels, a depthwise convolution's channels: the copy walks the maps
-    above the padding), and the computation reads the copy. The copy runs at every call, not once: two calls
-    on another input and then on the first again, buffers poisoned first, compute another answer and then
+    above the padding), and the computation reads the copy. The copy runs at every call, not once: a call on
+    a mirrored input, then one on the first input again, buffers poisoned first, give another answer and then
     numpy's again."""
     space, inputs, sizes, expected = _space(name)
     assert space.pads
