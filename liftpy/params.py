@@ -428,12 +428,13 @@ class ParameterSpace:
                     break
         return out
 
-    def specialize(self, config: Mapping[str, int]) -> Program:
-        """The program with the sizes and a valid configuration substituted (refused with the violations)."""
+    def specialize(self, config: Mapping[str, int], program: Program | None = None) -> Program:
+        """The program (or ``program``, another with the same tuning parameters) with the sizes and a valid
+        configuration substituted (refused with the violations)."""
         result = self.check(config)
         if not result:
             raise ConstraintError(f"invalid configuration {dict(config)}: {result}")
-        return specialize(self.program, {**self.sizes, **config})
+        return specialize(program or self.program, {**self.sizes, **config})
 
     def describe(self) -> str:
         lines = [f"tuning parameters of {self.program.main.name} for {self.device.name}:"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from liftpy.ir import Lambda, Let, Node, PVar, Var, walk
 from liftpy.primitives import primitive_of
-from liftpy.rewrite.match import Names, free_vars
+from liftpy.rewrite.match import Names, free_vars, replace_node
 from liftpy.rewrite.rules import python_rule
 
 
@@ -22,18 +22,6 @@ def _stage(node: Node) -> bool:
     from liftpy.rewrite.predicates import PREDICATES
 
     return _rolled_loop(node) and not PREDICATES["view"].fn(node)
-
-
-def _replace(node: Node, old: Node, new: Node) -> Node:
-    if node is old:
-        return new
-    kids = node.children()
-    if not kids:
-        return node
-    out = tuple(_replace(k, old, new) for k in kids)
-    if all(a is b for a, b in zip(out, kids)):
-        return node
-    return node.with_children(out)
 
 
 @python_rule("bindVal")
@@ -65,7 +53,7 @@ def bind_val(node: Node, names: Names):
     visit(node.value if isinstance(node, Let) else node)
     for e in found[:1]:
         x = names.fresh("stage")
-        yield Let(PVar(x), e, _replace(node, e, Var(x)))
+        yield Let(PVar(x), e, replace_node(node, e, Var(x)))
 
 
 # ------------------------------------------------------------------------------------------------ the strategy

@@ -183,7 +183,7 @@ def copy_padding(function: str | None = None):
     every call (the input changes): one more kernel, and the padded input's memory. Applies to a lowered
     program (its maps already placed)."""
     from liftpy.ir import Program, free_vars, walk
-    from liftpy.rewrite.match import Names, substitute
+    from liftpy.rewrite.match import Names, count_uses, replace_node, substitute
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
     from liftpy.typecheck import typecheck
     from liftpy.types import array_dims
@@ -229,7 +229,7 @@ def copy_padding(function: str | None = None):
                 return Failure(f"{binder} is the element of a map applied by the map above it, whose array has no name")
             if not is_view(array):
                 return Failure(f"{binder} is the element of a computed array")
-            if binder in free_vars(_replace(walker.args[0].body, read, Var("\0"))):
+            if binder in free_vars(replace_node(walker.args[0].body, read, Var("\0"))):
                 return Failure(f"{binder} is read beside the way to its padded view")
             way.append((binder, array))
             read = array
@@ -237,7 +237,7 @@ def copy_padding(function: str | None = None):
         if len(free_vars(read)) != 1 or not is_view(read):
             return Failure("the padded view reads more than one input")
         (padded_input,) = free_vars(read)
-        if sum(1 for n in walk(fun.body) if isinstance(n, Var) and n.name == padded_input) != 1:
+        if count_uses(padded_input, fun.body) != 1:
             return Failure(f"the padded input {padded_input} is read elsewhere too")
         typed = typecheck(tree).program.function(fun.name)
         rank = len(array_dims(next(n for n in walk(typed.body) if n == view).type)[0])
@@ -271,26 +271,15 @@ def copy_padding(function: str | None = None):
                 else copy_along(level - 1, substitute(inner, {binder: x}, names)))), array))
 
         copy = copy_of(view) if not way else copy_along(len(way) - 1, read)
-        body = _replace(fun.body, view, Var(way[0][0]) if way else Var(copy_name))
+        body = replace_node(fun.body, view, Var(way[0][0]) if way else Var(copy_name))
         for (_, array), (outer, _) in zip(way, way[1:]):  # each map now walks the copy's elements
-            body = _replace(body, array, Var(outer))
+            body = replace_node(body, array, Var(outer))
         if way:
-            body = _replace(body, read, Var(copy_name))
+            body = replace_node(body, read, Var(copy_name))
         program = tree.replace_function(dataclasses.replace(fun, body=Let(PVar(copy_name), copy, body)))
         return Success(program, (Step("copy_padding", ()),))
 
     return Strategy(apply, "copy_padding")
-
-
-def _replace(tree: Node, old: Node, new: Node) -> Node:
-    """``tree`` with every subtree equal to ``old`` replaced by ``new``."""
-    if tree == old:
-        return new
-    children = tree.children()
-    if not children:
-        return tree
-    replaced = tuple(_replace(c, old, new) for c in children)
-    return tree if all(a is b for a, b in zip(replaced, children)) else tree.with_children(replaced)
 
 
 #: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``) or

@@ -8,9 +8,9 @@ whole window, with σ x κ/v vector accumulators in registers. Its rules are in 
 from __future__ import annotations
 
 from liftpy.ir import Lambda, Let, Node, Prim, PTuple, PVar, Var, walk
-from liftpy.rewrite.match import Names, free_vars
+from liftpy.rewrite.match import Names, free_vars, replace_node
 from liftpy.rewrite.rules import python_rule
-from liftpy.rewrites.convolution import _replace, _size, at_level, in_body, in_stage
+from liftpy.rewrites.convolution import _size, at_level, in_body, in_stage
 
 
 def _first_components_of(view: Node, group: str) -> Node | None:
@@ -60,7 +60,7 @@ def zip_group_view(node: Node, names: Names):
         arranged, g = names.fresh("groupWeights"), names.fresh("group")
         grouped = Prim("map", (), (Lambda(PVar(g), Prim("transpose", (), (Prim("map", (), (first, Var(g))),))),
                                    Prim("split", (n,), (ws,))))
-        new_f = Lambda(PTuple((PVar(arranged), f.param)), _replace(f.body, view, Var(arranged)))
+        new_f = Lambda(PTuple((PVar(arranged), f.param)), replace_node(f.body, view, Var(arranged)))
         yield Prim("map", node.params, (new_f, Prim("zip", (), (grouped, groups))))
         return
 

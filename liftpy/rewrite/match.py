@@ -167,6 +167,18 @@ def count_uses(name: str, node: Node) -> int:
     return sum(count_uses(name, c) for c in node.children())
 
 
+def replace_node(tree: Node, old: Node, new: Node) -> Node:
+    """``tree`` with the subtree ``old`` (that very node, not one equal to it) replaced by ``new``; the
+    subtrees that do not hold it are kept as they are."""
+    if tree is old:
+        return new
+    kids = tree.children()
+    if not kids:
+        return tree
+    out = tuple(replace_node(k, old, new) for k in kids)
+    return tree if all(a is b for a, b in zip(out, kids)) else tree.with_children(out)
+
+
 def replace_child(node: Node, index: int, child: Node) -> Node:
     kids = list(node.children())
     kids[index] = child

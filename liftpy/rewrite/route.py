@@ -338,7 +338,7 @@ class RouteSpace:
     def space(self, structure: Structure):
         """The parameter space of a structure's sketch (None where there is no sketch or no valid
         configuration): block sizes of at least 2 that divide their level, within the device's limits."""
-        if structure.pad_copy:  # the same parameters as without the copy (made again when lowering)
+        if structure.pad_copy:  # the same parameters as without the copy
             return self.space(structure.viewed) if self.sketch(structure).program is not None else None
         if structure not in self._spaces:
             sketch = self.sketch(structure)
@@ -397,13 +397,7 @@ class RouteSpace:
         checked = space.check(values)
         if not checked:
             raise RewriteError(f"configuration {dict(config)}: {checked}")
-        program = space.specialize(values)
-        if structure.pad_copy:
-            copied = self._copy_padding()(program)
-            if not isinstance(copied, Success):
-                raise RewriteError(f"the route cannot make {dict(config)}: padding copy: {copied.reason}")
-            program = copied.program
-        return program
+        return space.specialize(values, sketch.program)  # a padding copy's sketch shares its space
 
     def sketches(self) -> Iterator[tuple[Structure, object]]:
         """Every structure with a non-empty space, and that space."""
