@@ -316,3 +316,30 @@ def scaledSum(w: [float]_n, x: [float]_n) = {
     everything = exe.prepare().run({"w": w, "x": x})  # no constants: both kernels run at every call
     assert list(everything.per_kernel_ms) == ["scaledSum_doubled", "scaledSum_output"]
     np.testing.assert_array_equal(everything.output, np.float32(2) * w + x)
+
+
+def test_a_prepared_program_never_overwrites_an_output_the_caller_still_holds():
+    """Outputs are reused once dropped (their memory and buffer), never while the caller holds them or a view."""
+    import gc
+
+    import numpy as np
+
+    exe = liftpy.compile(liftpy.parse("def twice(x: [float]_n) = mapGlb(0)(a -> a * 2.0f, x)"), {"n": 4096})
+    for zero_copy in (True, False):
+        prepared = exe.prepare(zero_copy=zero_copy)
+        xs = [np.random.default_rng(seed).standard_normal(4096).astype(np.float32) for seed in range(6)]
+        kept = [prepared.run({"x": xs[0]}).output,
+                prepared.run({"x": xs[1]}).output[100:200],  # only a view of it is held
+                np.asarray(prepared.run({"x": xs[2]}).output).reshape(64, 64)]
+        for x in xs[3:]:
+            prepared.run({"x": x})  # dropped at once
+        np.testing.assert_array_equal(kept[0], xs[0] * np.float32(2))
+        np.testing.assert_array_equal(kept[1], xs[1][100:200] * np.float32(2))
+        np.testing.assert_array_equal(kept[2], (xs[2] * np.float32(2)).reshape(64, 64))
+        gc.collect()
+        first = prepared.run({"x": xs[3]}).output
+        address = first.ctypes.data
+        del first
+        again = prepared.run({"x": xs[4]}).output  # a dropped output's memory is used again
+        assert again.ctypes.data == address
+        np.testing.assert_array_equal(again, xs[4] * np.float32(2))
