@@ -8,7 +8,7 @@ levels of maps global ones, ``--parallel`` of them; every reduction a sequential
 ``--trials N``, the automatic route tuned (``liftpy.tune``: N trials in total per program, resumed from ``--db``)
 -- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
 out, is timed in rounds interleaved with PyTorch's equivalent call (when PyTorch is installed), the kernel
-events summed beside. The first call is compared with PyTorch's result (or, without PyTorch, skipped: the
+events summed beside; each method rests 0.3 s, then is called for 50 ms, before its calls are timed. The first call is compared with PyTorch's result (or, without PyTorch, skipped: the
 tests check these programs against numpy references at small sizes).
 """
 
@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 import liftpy  # noqa: E402
 from benchmarks.baselines import timed  # noqa: E402
-from benchmarks.vgg16 import machine_record, publish, quiesce  # noqa: E402
+from benchmarks.vgg16 import machine_record, publish, quiesce, warm_up  # noqa: E402
 from liftpy.rewrite.strategies import lowering  # noqa: E402
 
 PROGRAMS = ROOT / "examples" / "programs"
@@ -146,6 +146,7 @@ def main():
         baseline_timed = set()  # PyTorch once per program and round, after its first route
         for name, route, run, inputs, torch_call, _ in prepared:
             quiesce()
+            warm_up(lambda: run.run(inputs))
             calls, kernels = [], []
             for _ in range(args.repeat):
                 start = time.perf_counter()
@@ -157,6 +158,7 @@ def main():
             if torch_call is not None and name not in baseline_timed:
                 baseline_timed.add(name)
                 quiesce()
+                warm_up(lambda: torch_call(inputs))
                 samples.setdefault((name, "PyTorch", "call"), []).append(timed(torch_call, inputs, args.repeat)[1])
         print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
 
@@ -175,7 +177,7 @@ def main():
               "said); tuned: the automatic route's best after that many trials (liftpy.tune, database --db).",
               "call ms: the prepared program's whole call, numpy in and out; kernels ms: its kernel events;",
               f"liftpy/PyTorch: how many times PyTorch's whole call. Medians over {args.rounds} rounds of medians of "
-              f"{args.repeat} calls.", "", *record, f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]
+              f"{args.repeat} calls, each method called for 50 ms first (benchmarks.vgg16.warm_up).", "", *record, f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]
     publish(lines, args.out)
 
 

@@ -45,6 +45,17 @@ def quiesce(seconds: float = 0.3):
     time.sleep(seconds)
 
 
+def warm_up(call, seconds: float = 0.05):
+    """Call ``call()`` for ``seconds`` (at least once) before a method's calls are timed, the same for every
+    method: after a pause the machine takes tens of milliseconds to run at speed again (after 0.3 s idle, a
+    PoCL convolution's kernel took about 15 calls, 30 ms, to settle at its speed; PyTorch took its first
+    call, 12 ms)."""
+    end = time.perf_counter() + seconds
+    call()
+    while time.perf_counter() < end:
+        call()
+
+
 def cpu_model() -> str:
     """The CPU's name with its family and model numbers (a hypervisor may show only "AMD EPYC")."""
     try:
