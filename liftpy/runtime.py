@@ -305,7 +305,7 @@ class PreparedProgram:
             returned.buffer = cl.Buffer(self.context, cl.mem_flags.WRITE_ONLY | cl.mem_flags.USE_HOST_PTR,
                                         hostbuf=returned.array)
         returned.baseline = returned.references()
-        self._returned = self._returned[1 - self.REUSED_OUTPUTS:] + [returned]
+        self._returned = (self._returned + [returned])[-self.REUSED_OUTPUTS:]
         return returned
 
     def _run_constant_kernels(self) -> tuple[tuple[str, ...], float]:
