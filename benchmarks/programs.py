@@ -8,8 +8,9 @@ levels of maps global ones, ``--parallel`` of them; every reduction a sequential
 ``--trials N``, the automatic route tuned (``liftpy.tune``: N trials in total per program, resumed from ``--db``)
 -- and prepared once (weights and biases uploaded once). Its whole call, numpy in and numpy
 out, is timed in rounds interleaved with PyTorch's equivalent call (when PyTorch is installed), the kernel
-events summed beside; each method rests 0.3 s, then is called for 50 ms, before its calls are timed. The first call is compared with PyTorch's result (or, without PyTorch, skipped: the
-tests check these programs against numpy references at small sizes).
+events summed beside; each method rests 0.3 s, then is called for 50 ms, before its calls are timed. The
+first call is compared with PyTorch's result (or, without PyTorch, skipped: the tests check these programs
+against numpy references at small sizes).
 """
 
 import argparse
@@ -177,7 +178,8 @@ def main():
               "said); tuned: the automatic route's best after that many trials (liftpy.tune, database --db).",
               "call ms: the prepared program's whole call, numpy in and out; kernels ms: its kernel events;",
               f"liftpy/PyTorch: how many times PyTorch's whole call. Medians over {args.rounds} rounds of medians of "
-              f"{args.repeat} calls, each method called for 50 ms first (benchmarks.vgg16.warm_up).", "", *record, f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]
+              f"{args.repeat} calls, each method called for 50 ms first (benchmarks.vgg16.warm_up).", "", *record,
+              f"command: python benchmarks/programs.py {' '.join(sys.argv[1:])}"]
     publish(lines, args.out)
 
 

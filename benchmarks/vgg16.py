@@ -47,9 +47,9 @@ def quiesce(seconds: float = 0.3):
 
 def warm_up(call, seconds: float = 0.05):
     """Call ``call()`` for ``seconds`` (at least once) before a method's calls are timed, the same for every
-    method: after a pause the machine takes tens of milliseconds to run at speed again (after 0.3 s idle, a
-    PoCL convolution's kernel took about 15 calls, 30 ms, to settle at its speed; PyTorch took its first
-    call, 12 ms)."""
+    method: after a pause a noisy machine can take tens of milliseconds to run at speed again (after 0.3 s
+    idle, a PoCL convolution's kernel once took about 15 calls, 30 ms, to settle; PyTorch its first call, 12 ms;
+    benchmarks/cold_start.py measures it)."""
     end = time.perf_counter() + seconds
     call()
     while time.perf_counter() < end:

@@ -1,0 +1,81 @@
+"""How long a call takes to run at speed after the machine rests: the basis of programs.py's warm-up.
+
+    python benchmarks/cold_start.py [--program conv_bias_relu] [--rests 10] [--rest 0.3] [--calls 30] [--out FILE]
+
+A program of examples/programs/ (at benchmarks/programs.py's sizes, lowered with the route's default: no tuning
+database needed) and PyTorch's equivalent are each called ``--calls`` times after each of ``--rests`` pauses of
+``--rest`` seconds, taking turns; the table gives, by call index, the median over the rests of liftpy's kernel
+events and whole call and of PyTorch's whole call. On the 2-core AMD EPYC VM, in a noisy hour, liftpy's
+conv+bias+ReLU kernels took about 15 calls (30 ms) to settle after a 0.3 s rest and PyTorch one call, which is
+why programs.py calls every method for 50 ms before timing it; in a quiet hour both settled after their first
+call (benchmarks/results/cold-start-*.txt).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+import liftpy  # noqa: E402
+from benchmarks.programs import PROGRAMS, _torch, cases  # noqa: E402
+from benchmarks.vgg16 import machine_record, publish  # noqa: E402
+from liftpy.rewrite.route import RouteSpace  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--program", default="conv_bias_relu")
+    parser.add_argument("--rests", type=int, default=10)
+    parser.add_argument("--rest", type=float, default=0.3, help="seconds")
+    parser.add_argument("--calls", type=int, default=30, help="calls after each rest")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    torch, _ = _torch()
+    threads = None
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count())
+        threads = torch.get_num_threads()
+    sizes, constants, inputs, torch_call, _ = cases(np.random.default_rng(0))[args.program]
+    space = RouteSpace(liftpy.load(PROGRAMS / f"{args.program}.lift"), sizes)
+    config = space.default()
+    prepared = liftpy.compile(space.lower(config), sizes).prepare(constants)
+    if torch_call is not None:
+        expected = torch_call(inputs)
+        got = prepared.run(inputs, poison=True).output.reshape(expected.shape)
+        error = float(np.abs(got - expected).max()) / max(1.0, float(np.abs(expected).max()))
+        assert error < 1e-3, f"{args.program} differs from PyTorch by {error:.3g} (relative)"
+    kernels = [[] for _ in range(args.calls)]
+    calls = [[] for _ in range(args.calls)]
+    theirs = [[] for _ in range(args.calls)]
+    for _ in range(args.rests):
+        time.sleep(args.rest)
+        for i in range(args.calls):
+            start = time.perf_counter()
+            result = prepared.run(inputs)
+            calls[i].append((time.perf_counter() - start) * 1000)
+            kernels[i].append(result.kernel_ms)
+        if torch_call is not None:
+            time.sleep(args.rest)
+            for i in range(args.calls):
+                start = time.perf_counter()
+                torch_call(inputs)
+                theirs[i].append((time.perf_counter() - start) * 1000)
+    lines = [f"{'call':>4} {'liftpy kernels ms':>17} {'liftpy call ms':>14} {'PyTorch call ms':>15}"]
+    for i in range(args.calls):
+        torch_ms = f"{statistics.median(theirs[i]):15.2f}" if theirs[i] else f"{'-':>15}"
+        lines.append(f"{i + 1:4d} {statistics.median(kernels[i]):17.2f} {statistics.median(calls[i]):14.2f} {torch_ms}")
+    lines += ["", f"{args.program}, the route's default configuration {config}; medians over {args.rests} rests of "
+              f"{args.rest} s, by the call's index after the rest.", "", *machine_record(threads),
+              f"command: python benchmarks/cold_start.py {' '.join(sys.argv[1:])}"]
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
