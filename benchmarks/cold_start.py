@@ -12,7 +12,6 @@ call (benchmarks/results/cold-start-*.txt).
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import liftpy  # noqa: E402
-from benchmarks.programs import PROGRAMS, _torch, cases  # noqa: E402
+from benchmarks.programs import PROGRAMS, cases, relative_error, torch_threads  # noqa: E402
 from benchmarks.vgg16 import machine_record, publish  # noqa: E402
 from liftpy.rewrite.route import RouteSpace  # noqa: E402
 
@@ -37,20 +36,13 @@ def main():
     parser.add_argument("--calls", type=int, default=30, help="calls after each rest")
     parser.add_argument("--out")
     args = parser.parse_args()
-    torch, _ = _torch()
-    threads = None
-    if torch is not None:
-        torch.set_num_threads(os.cpu_count())
-        threads = torch.get_num_threads()
+    threads = torch_threads()
     sizes, constants, inputs, torch_call, _ = cases(np.random.default_rng(0))[args.program]
     space = RouteSpace(liftpy.load(PROGRAMS / f"{args.program}.lift"), sizes)
     config = space.default()
     prepared = liftpy.compile(space.lower(config), sizes).prepare(constants)
     if torch_call is not None:
-        expected = torch_call(inputs)
-        got = prepared.run(inputs, poison=True).output.reshape(expected.shape)
-        error = float(np.abs(got - expected).max()) / max(1.0, float(np.abs(expected).max()))
-        assert error < 1e-3, f"{args.program} differs from PyTorch by {error:.3g} (relative)"
+        relative_error(prepared.run(inputs, poison=True).output, torch_call(inputs), args.program)
     kernels = [[] for _ in range(args.calls)]
     calls = [[] for _ in range(args.calls)]
     theirs = [[] for _ in range(args.calls)]

@@ -43,6 +43,24 @@ def _torch():
         return None, None
 
 
+def torch_threads() -> int | None:
+    """PyTorch set to use every core, as liftpy's device does; its thread count (None without PyTorch)."""
+    torch, _ = _torch()
+    if torch is None:
+        return None
+    torch.set_num_threads(os.cpu_count())
+    return torch.get_num_threads()
+
+
+def relative_error(got: np.ndarray, expected: np.ndarray, what: str) -> float:
+    """The largest difference from PyTorch's result, relative to its largest magnitude (at least 1); over 1e-3
+    stops the benchmark: a wrong answer is never timed."""
+    scale = max(1.0, float(np.abs(expected).max()))
+    error = float(np.abs(got.reshape(expected.shape) - expected).max()) / scale
+    assert error < 1e-3, f"{what} differs from PyTorch by {error:.3g} (relative)"
+    return error
+
+
 def cases(rng):
     """name -> (sizes, constant inputs, per-call inputs, PyTorch's call or None, flops). The calls take their
     arrays as default arguments: the names are reused from case to case."""
@@ -101,12 +119,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out")
     args = parser.parse_args()
-    torch, _ = _torch()
-    threads = None
-    if torch is not None:
-        torch.set_num_threads(os.cpu_count())
-        threads = torch.get_num_threads()
-    record = machine_record(threads)
+    record = machine_record(torch_threads())
     print("\n".join(record), file=sys.stderr)
     table = cases(np.random.default_rng(0))
     prepared = []
@@ -133,11 +146,7 @@ def main():
             compile_ms = (time.perf_counter() - start) * 1000
             run = exe.prepare(constants)
             first = run.run(inputs, poison=True).output
-            error = None
-            if expected is not None:
-                scale = max(1.0, float(np.abs(expected).max()))
-                error = float(np.abs(first.reshape(expected.shape) - expected).max()) / scale
-                assert error < 1e-3, f"{name}: {label} differs from PyTorch by {error:.3g} (relative)"
+            error = relative_error(first, expected, f"{name}: {label}") if expected is not None else None
             prepared.append((name, label, run, inputs, torch_call, flops))
             print(f"{name} {label}: compiled in {compile_ms:.0f} ms; first call checked (error {error})",
                   file=sys.stderr)

@@ -278,18 +278,18 @@ class PreparedProgram:
         trivial kernel). The array last given is kept alive for it, one per input."""
         cl = _cl()
         seen = self._inputs_seen.get(name)
-        if seen is None or seen.array is not host:
-            buffer = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
+        if seen is not None and seen.array is host:
+            if seen.device_memory is None:  # given again: is the buffer the array's memory? (asked once)
+                mapped, _ = cl.enqueue_map_buffer(self.queue, seen.buffer, cl.map_flags.READ, 0, host.shape,
+                                                  host.dtype, is_blocking=False)
+                seen.device_memory = _address(mapped) == _address(host)
+                mapped.base.release()
+            if seen.device_memory:
+                return seen.buffer
+        buffer = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
+        if seen is None or seen.array is not host:  # a copy's answer, once known, is kept for the array
             self._inputs_seen[name] = _InputSeen(host, buffer)
-            return buffer
-        if seen.device_memory is None:  # given again: is the buffer the array's memory? (asked once)
-            mapped, _ = cl.enqueue_map_buffer(self.queue, seen.buffer, cl.map_flags.READ, 0, host.shape,
-                                              host.dtype, is_blocking=False)
-            seen.device_memory = _address(mapped) == _address(host)
-            mapped.base.release()
-        if seen.device_memory:
-            return seen.buffer
-        return cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
+        return buffer
 
     def _output(self) -> _ReturnedOutput:
         """The output array of a call: one an earlier call returned and nothing refers to any more, else a new
