@@ -294,6 +294,23 @@ def test_partial_reduce_of_a_dot_product(n, chunks, seed):
     check(rules.partialReduce(n), text, arrays(seed, xs=(n * chunks,), ws=(n * chunks,)))
 
 
+@covers("partialSums")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x", "w"), literal, seeds)
+def test_partial_sums(w, steps, f, z, seed):
+    text = f"def p(xs: [float]_len, ws: [float]_len) = reduce({z}, (acc, (x, w)) -> acc + {f}, zip(xs, ws))"
+    check(rules.partialSums(w), text, arrays(seed, xs=(w * steps,), ws=(w * steps,)))
+
+
+def test_partial_sums_need_a_sum_and_a_width_that_divides():
+    """A product of the elements cannot be split into sums, nor a length of 6 into 4 sums."""
+    product = liftpy.parse("def p(xs: [float]_6) = reduce(1.0f, (acc, x) -> acc * x, xs)")
+    assert not liftpy.rewrite.topDown(rules.partialSums(2))(product)
+    total = liftpy.parse("def p(xs: [float]_6) = reduce(0.0f, (acc, x) -> acc + x, xs)")
+    assert not liftpy.rewrite.topDown(rules.partialSums(4))(total)
+    assert liftpy.rewrite.topDown(rules.partialSums(3))(total)
+
+
 @covers("partialReduceSplitJoin")
 @settings(max_examples=EXAMPLES)
 @given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), scalar_fun("acc", "x"), seeds)

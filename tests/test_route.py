@@ -12,6 +12,7 @@ from liftpy.errors import RewriteError, SizeError
 from liftpy.ir import Prim, walk
 from liftpy.rewrite.route import RouteSpace
 
+from . import reference
 from .test_programs import NAMES, PROGRAMS, _case, _close
 
 
@@ -37,10 +38,14 @@ def test_sampled_configurations_compute_what_numpy_does(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_configuration_computes_what_numpy_does(name):
+    """Every configuration in the order as written, and one in four with the loop order changed (the same
+    space, sampled structure by structure: reorderSum's own test covers the rewrite, and every one would add
+    half again to CI's time)."""
     space, inputs, sizes, expected = _space(name)
     configs = space.sample(100_000)
     assert len(configs) == space.count()
-    for config in configs:
+    reordered = [c for c in configs if c["reorder"]]
+    for config in [c for c in configs if not c["reorder"]] + reordered[::4]:
         _close(_run(space, config, inputs, sizes), expected)
 
 
@@ -50,7 +55,7 @@ def test_the_space_is_read_off_the_nests():
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
     assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer",
-                                            "pad_copy", "block.aRow", "block.bCol"}
+                                            "pad_copy", "partial", "reorder", "block.aRow", "block.bCol"}
     assert not space.pads and all(c["pad_copy"] == 0 for c in space.sample(50))
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
@@ -70,6 +75,26 @@ def test_a_two_level_block_accumulates_in_registers():
     _close(executable.run(inputs).output, expected)
 
 
+def test_partial_sums_walk_a_sum_in_independent_registers():
+    """matmul unblocked with its sum (k = 8) split into 4 partial sums, unrolled: 4 accumulators, each a scalar
+    register, added at the end; in vectors, one float4 accumulator. Partial sums never come with a block (a
+    block's accumulators are independent already)."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((5, 8)).astype(np.float32), rng.standard_normal((8, 6)).astype(np.float32)
+    inputs, sizes, expected = {"a": a, "b": b}, {"n": 5, "k": 8, "m": 6}, reference.matmul(a, b)
+    space = RouteSpace(liftpy.load(PROGRAMS / "matmul.lift"), sizes)
+    base = {**space.default(), "block.aRow": 1, "block.bCol": 1, "unroll": 1, "vector": 0, "partial": 4}
+    for config, accumulators in ((base, "float acc_"), ({**base, "vector": 4}, "float4 acc_")):
+        executable = liftpy.compile(space.lower(config), sizes)
+        source = executable.generated.kernels[0].source
+        assert "acc[" not in source and accumulators in source
+        _close(executable.run(inputs, poison=True).output, expected)
+    sampled = space.sample(2000)
+    assert any(c["partial"] for c in sampled)
+    assert all(c["block.aRow"] == c["block.bCol"] == 1 for c in sampled if c["partial"])
+    assert not space.valid({**base, "block.bCol": 2})
+
+
 def test_block_sizes_divide_their_level_and_fit_the_device():
     space, *_ = _space("matmul")  # n = 5, m = 6
     for config in space.sample(1000):
@@ -80,7 +105,7 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
 
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
-    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_size, pad_copy, parallel, sequential_outer, unroll"):
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_size, pad_copy, parallel, partial, reorder, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
@@ -198,3 +223,25 @@ def test_the_padding_copied_by_a_kernel_of_its_own(name):
     other = prepared.run({"input": inputs["input"][:, :, ::-1].copy()}, poison=True).output
     assert not np.allclose(other, expected, atol=1e-3)
     _close(prepared.run({"input": inputs["input"]}, poison=True).output, expected)
+
+
+def test_the_loop_order_walks_a_window_by_channels():
+    """``reorder``: a convolution's window and weights walked channel first (``reorderSum``), with the
+    parameter space of the order as written. Its sketch is made only when a configuration is lowered, on the
+    prediction that it exists where the reordered program blocks and vectorises as the structure says and the
+    structure as written lowers: every reordered structure of the space is made here to hold it to that, and
+    a few run against numpy."""
+    space, inputs, sizes, expected = _space("conv_bias_relu")
+    reordered = [structure for structure, _ in space.sketches() if structure.reorder]
+    assert reordered and all(space.space(s) is space.space(s.shared) for s in reordered)
+    assert all(space.sketch(s).program is not None for s in reordered)
+    config = {**space.default(), "reorder": 1}
+    assert space.valid(config) and config in space.neighbours(space.default())
+    program = space.lower(config)
+    assert any(isinstance(n, Prim) and n.name == "transpose" for n in walk(program.function().body)) \
+        and program != space.lower(space.default())
+    _close(_run(space, config, inputs, sizes), expected)
+    for config in [c for c in space.sample(60, seed=9) if c["reorder"]][:4]:
+        _close(_run(space, config, inputs, sizes), expected)
+    matmul, *_ = _space("matmul")  # a dot product of two rows: no order to change
+    assert all(c["reorder"] == 0 for c in matmul.sample(100))

@@ -27,10 +27,23 @@ and turns each into choices -- integer parameters of one space, sampled with the
   only that input, run once at prepare time where it is a constant input). Which is fastest is searched;
 * ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
   work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl);
+* ``partial``: 0, or the number w of partial sums a sum is split into where no level is blocked
+  (``partialSums``, the paper's ω within a work-item): sum i adds the elements i, w + i..., each step w
+  independent additions where one accumulator makes each wait for the one before; the sums are added at
+  the end. Unrolled, the w sums are registers; with vectors, one vector of w lanes (a dot product's
+  vectorisation: each step reads w neighbouring elements as one vector);
+* ``reorder``: where a sum walks two arrays of arrays in step (a convolution's window and its weights, row by
+  row), 1 walks them column by column instead (``reorderSum``: a window's channels outermost), the order of
+  the sequential loops;
 * ``pad_copy``: where the program pads an input, 1 copies the padded input to memory first, by a kernel of
   its own (``copy_padding``), so that the computation's reads are unconditional; 0 reads through the
-  padding view, each read testing whether it falls in the padding. It changes no tuning parameter: its
-  sketch shares the parameter space of the same structure without the copy.
+  padding view, each read testing whether it falls in the padding.
+
+``reorder`` and ``pad_copy`` change no tuning parameter: their sketches share the parameter space of the same
+structure without them, and a reordered sketch is made only when a configuration is lowered (it exists where
+the reordered program can be blocked and vectorised as the structure says, and the structure without the
+reorder can be lowered: the loop order is in views the lowering does not look at), so that the choice does not
+double the time to build the space.
 
 Every rule is applied where a predicate says (the map binding a level, the maps walking a block), never at a
 position. A structure (which levels are blocked) is a *sketch*: a program whose block sizes are still tuning
@@ -79,6 +92,12 @@ VECTOR = (0, 1, 2, 3)
 LOCAL_SIZE = "local_size"
 #: the tuning parameter of the accumulators' vector width
 VECTOR_WIDTH = "vector_width"
+#: the tuning parameter of the number of partial sums
+PARTIAL_WIDTH = "partial_width"
+#: a sum split into partial sums or not (where no level is blocked)
+PARTIAL = (0, 1)
+#: a sum's two arrays of arrays walked by rows (as written) or by columns
+REORDER = (0, 1)
 
 
 def binds(name: str) -> Strategy:
@@ -91,13 +110,14 @@ def binds(name: str) -> Strategy:
 
 
 def walks_block(tree) -> bool:
-    """A sequential map over a block: its length is made of tuning parameters only (a block size)."""
+    """A sequential loop over a block: a map, or a reduction (the adding of partial sums), whose length is made
+    of tuning parameters only (a block size, a vector width, a number of partial sums)."""
     prim = primitive_of(tree)
-    if prim is None or not prim.is_map or prim.parallel:
+    if prim is None or not (prim.is_map or prim.is_reduction) or prim.parallel:
         return False
     length = getattr(tree.args[-1].type, "size", None)
     names = arith.as_expr(length).var_names() if length is not None else frozenset()
-    return bool(names) and all(n.startswith(_PREFIX) or n == VECTOR_WIDTH for n in names)
+    return bool(names) and all(n.startswith(_PREFIX) or n in (VECTOR_WIDTH, PARTIAL_WIDTH) for n in names)
 
 
 def block_level(name: str, size: arith.Expr) -> Strategy:
@@ -110,6 +130,13 @@ def block_level(name: str, size: arith.Expr) -> Strategy:
     sink = repeat(topDown(binds(name) >> left_choice(rules.mapMapInterchange, rules.mapViewFission)))
     block = topDown(binds(name) >> left_choice(rules.blockReductions, rules.blockReductionsThen))
     return Strategy((split >> sink >> block).fn, f"block({name}, {size})")
+
+
+def partial_sums(width: arith.Expr) -> Strategy:
+    """Split the outermost sum into ``width`` partial sums walked at once (``partialSums``)."""
+    from . import rules
+
+    return topDown(rules.partialSums(width))
 
 
 def vectorize_block(width: arith.Expr, outer: bool = False) -> Strategy:
@@ -131,7 +158,8 @@ def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_
     local = arith.Var(LOCAL_SIZE) if work_groups else None
     steps = lowering(parallel=parallel, sequential_outer=sequential_outer, local_size=local)
     if unroll:
-        steps = steps >> normalize(when(walks_block, "map over a block") >> rules.mapSeqUnroll)
+        steps = steps >> normalize(when(walks_block, "loop over a block")
+                                   >> left_choice(rules.mapSeqUnroll, rules.reduceSeqUnroll))
     return steps
 
 
@@ -151,7 +179,9 @@ class Level:
 class Structure:
     """The structural choices of a configuration: the blocked levels (innermost first), how many levels run
     in parallel and how many sequentially above them, unrolled or not, as work-groups or not, and which
-    accumulators are vectors (one of VECTOR: a configuration's ``vector`` > 0 and ``vector_outer`` + 1)."""
+    accumulators are vectors (one of VECTOR: a configuration's ``vector`` > 0 and ``vector_outer`` + 1), the
+    padding copied or not, whether a sum is split into partial sums (only where no level is blocked), and
+    whether a sum's arrays are walked by columns (``reorder``)."""
 
     blocked: tuple[str, ...]
     parallel: int
@@ -160,11 +190,18 @@ class Structure:
     work_groups: int = 0
     vector: int = 0
     pad_copy: int = 0
+    partial: int = 0
+    reorder: int = 0
 
     @property
     def viewed(self) -> "Structure":
-        """The same structure reading the padding as a view (whose parameter space a copy shares)."""
+        """The same structure reading the padding as a view (whose sketch a copy is made from)."""
         return dataclasses.replace(self, pad_copy=0)
+
+    @property
+    def shared(self) -> "Structure":
+        """The structure whose parameter space this one shares: without the padding's copy and the reorder."""
+        return dataclasses.replace(self, pad_copy=0, reorder=0)
 
 
 @dataclass(frozen=True)
@@ -187,12 +224,14 @@ def _parameter_name(level: str) -> str:
 
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
-    every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector`` and ``block.<level>``), ``lower(config)``
+    every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector``, ``vector_outer``,
+    ``pad_copy``, ``partial``, ``reorder`` and ``block.<level>``), ``lower(config)``
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
-    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy")
+    CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy", "partial",
+               "reorder")
     #: what a configuration recorded before a choice existed means by its absence
-    ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0}
+    ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0}
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -204,11 +243,19 @@ class RouteSpace:
         self._sketches: dict[Structure, Sketch] = {}
         self._spaces: dict[Structure, object] = {}
         self._block_results: dict[tuple, tuple[Program | None, str]] = {}
+        self._rewrites: dict[tuple, tuple[Program | None, str]] = {}
+        from . import rules
+
+        reordered = topDown(rules.reorderSum)(program)
+        #: the program with its sum walked by columns, where it has such a sum
+        self._reordered = reordered.program if isinstance(reordered, Success) else None
         #: the levels the rewrites can block (a level whose map reads its own elements' arrays -- the rows of
         #: an image, whose windows come from the row -- cannot be sunk past them, and is left alone)
-        self.levels = tuple(level for level in self._levels() if self._blocked((level.name,))[0] is not None)
+        self.levels = tuple(level for level in self._levels() if self._blocked((level.name,), 0)[0] is not None)
         #: whether the program pads an input that a copy can take the place of
         self.pads = isinstance(self._copy_padding()(program), Success)
+        #: whether the program has a sum that partial sums can split
+        self.sums = isinstance(partial_sums(arith.Var(PARTIAL_WIDTH))(program), Success)
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure
@@ -228,15 +275,19 @@ class RouteSpace:
 
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
-        levels' tuples first); unrolled only with a block; vectors only unrolled (a lane of a vector register
-        is chosen by a constant), along the outer level only of a 2D block."""
+        levels' tuples first); partial sums only without a block (a block's accumulators are independent
+        already); unrolled only with a block or partial sums; vectors only unrolled (a lane of a vector
+        register is chosen by a constant), along the outer level only of a 2D block."""
         inner_first = [level.name for level in reversed(self.levels)]
         blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
         relaid = {name: bool(self._walked_inputs(name)) for name in inner_first}
         pad_copy = PAD_COPY if self.pads else (0,)
-        return [Structure(b, p, q, u, g, v, c) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
-                for u in UNROLL for g in WORK_GROUPS for v in VECTOR for c in pad_copy
-                if (b or not u) and (u or not v) and (v < 2 or len(b) == 2) and (v < 3 or relaid[b[-1]])]
+        partial = PARTIAL if self.sums else (0,)
+        reorder = REORDER if self._reordered is not None else (0,)
+        return [Structure(b, p, q, u, g, v, c, s, o) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
+                for u in UNROLL for g in WORK_GROUPS for v in VECTOR for c in pad_copy for s in partial
+                for o in reorder if not (b and s) and (b or s or not u) and (u or not v) and (v < 2 or len(b) == 2)
+                and (v < 3 or relaid[b[-1]])]
 
     def _copy_padding(self) -> Strategy:
         from liftpy.rewrites.copies import copy_padding
@@ -290,30 +341,52 @@ class RouteSpace:
                     else Sketch(structure, None, f"padding copy: {copied.reason}")
         return self._sketches[structure]
 
-    def _blocked(self, blocked: tuple[str, ...]) -> tuple[Program | None, str]:
-        """The high-level program with ``blocked`` levels blocked (innermost first), or why it cannot be."""
-        if blocked not in self._block_results:
+    def _blocked(self, blocked: tuple[str, ...], reorder: int) -> tuple[Program | None, str]:
+        """The high-level program (its sum walked by columns with ``reorder``) with ``blocked`` levels blocked
+        (innermost first), or why it cannot be."""
+        key = (blocked, reorder)
+        if key not in self._block_results:
             if not blocked:
-                self._block_results[blocked] = (self.program, "")
+                self._block_results[key] = (self._reordered if reorder else self.program, "")
             else:
-                tree, failure = self._blocked(blocked[:-1])
+                tree, failure = self._blocked(blocked[:-1], reorder)
                 if tree is not None:
                     name = blocked[-1]
                     result = block_level(name, arith.Var(_parameter_name(name)))(tree)
                     tree, failure = (result.program, "") if isinstance(result, Success) else \
                         (None, f"blocking {name}: {result.reason}")
-                self._block_results[blocked] = (tree, failure)
-        return self._block_results[blocked]
+                self._block_results[key] = (tree, failure)
+        return self._block_results[key]
+
+    def _rewritten(self, structure: Structure) -> tuple[Program | None, str]:
+        """The high-level part of a structure's sketch: its sum reordered, its levels blocked, the sum split
+        into partial sums, the accumulators in vectors; or why it cannot be made."""
+        key = (structure.blocked, structure.reorder, structure.partial, min(structure.vector, 2))
+        if key not in self._rewrites:
+            tree, failure = self._blocked(structure.blocked, structure.reorder)
+            if tree is not None and structure.partial:
+                split = partial_sums(arith.Var(PARTIAL_WIDTH))(tree)
+                tree, failure = (split.program, "") if isinstance(split, Success) else \
+                    (None, f"partial sums: {split.reason}")
+            if tree is not None and structure.vector:
+                vectorized = vectorize_block(arith.Var(VECTOR_WIDTH), outer=structure.vector >= 2)(tree)
+                tree, failure = (vectorized.program, "") if isinstance(vectorized, Success) else \
+                    (None, f"vectors: {vectorized.reason}")
+            self._rewrites[key] = (tree, failure)
+        return self._rewrites[key]
+
+    def _exists(self, structure: Structure) -> bool:
+        """Whether a structure has a sketch; for a reordered one, without making it (see the module's
+        docstring)."""
+        if structure.reorder and structure not in self._sketches:
+            return self._rewritten(structure)[0] is not None \
+                and self.sketch(dataclasses.replace(structure, reorder=0)).program is not None
+        return self.sketch(structure).program is not None
 
     def _make_sketch(self, structure: Structure) -> Sketch:
-        tree, failure = self._blocked(structure.blocked)
+        tree, failure = self._rewritten(structure)
         if tree is None:
             return Sketch(structure, None, failure)
-        if structure.vector:
-            vectorized = vectorize_block(arith.Var(VECTOR_WIDTH), outer=structure.vector >= 2)(tree)
-            if not isinstance(vectorized, Success):
-                return Sketch(structure, None, f"vectors: {vectorized.reason}")
-            tree = vectorized.program
         lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer,
                                  structure.work_groups)(tree)
         if not isinstance(lowered, Success):
@@ -331,15 +404,15 @@ class RouteSpace:
                                                   for n in walk(program.function(self.function).body)):
             return Sketch(structure, None, "no level left to run in parallel below the sequential one")
         names = tuple(_parameter_name(n) for n in structure.blocked) + ((LOCAL_SIZE,) if structure.work_groups else ()) \
-            + ((VECTOR_WIDTH,) if structure.vector else ())
+            + ((VECTOR_WIDTH,) if structure.vector else ()) + ((PARTIAL_WIDTH,) if structure.partial else ())
         params = tuple(dict.fromkeys(program.tuning_params + names))
         return Sketch(structure, dataclasses.replace(program, tuning_params=params))
 
     def space(self, structure: Structure):
         """The parameter space of a structure's sketch (None where there is no sketch or no valid
         configuration): block sizes of at least 2 that divide their level, within the device's limits."""
-        if structure.pad_copy:  # the same parameters as without the copy
-            return self.space(structure.viewed) if self.sketch(structure).program is not None else None
+        if structure.pad_copy or structure.reorder:  # the same parameters as without them
+            return self.space(structure.shared) if self._exists(structure) else None
         if structure not in self._spaces:
             sketch = self.sketch(structure)
             space = None
@@ -349,6 +422,8 @@ class RouteSpace:
                 ranges = {_parameter_name(l.name): (2, l.extent) for l in self.levels if l.name in structure.blocked}
                 if structure.vector:
                     ranges[VECTOR_WIDTH] = (2, 16)
+                if structure.partial:
+                    ranges[PARTIAL_WIDTH] = (2, 16)
                 space = parameters(sketch.program, self.sizes, self.device, function=self.function, ranges=ranges)
                 if not space.satisfiable():
                     space = None
@@ -360,7 +435,8 @@ class RouteSpace:
         config = {"parallel": structure.parallel, "sequential_outer": structure.sequential_outer,
                   "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0)),
                   "vector": int(values.get(VECTOR_WIDTH, 0)), "vector_outer": max(0, structure.vector - 1),
-                  "pad_copy": structure.pad_copy}
+                  "pad_copy": structure.pad_copy, "partial": int(values.get(PARTIAL_WIDTH, 0)),
+                  "reorder": structure.reorder}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
@@ -379,10 +455,12 @@ class RouteSpace:
             values[LOCAL_SIZE] = int(config[LOCAL_SIZE])
         if config["vector"]:
             values[VECTOR_WIDTH] = int(config["vector"])
+        if config["partial"]:
+            values[PARTIAL_WIDTH] = int(config["partial"])
         structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
                               int(config["unroll"]), int(config[LOCAL_SIZE] > 0),
                               0 if not config["vector"] else 1 + int(config["vector_outer"]),
-                              int(config["pad_copy"]))
+                              int(config["pad_copy"]), int(config["partial"] > 0), int(config["reorder"]))
         return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:
@@ -432,18 +510,19 @@ class RouteSpace:
 
     def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
         """The valid configurations that differ from ``config`` in one choice: a block one divisor smaller or
-        larger (or unblocked), the vector width or the work-groups' size halved or doubled (or none), another
+        larger (or unblocked), the vector width, the work-groups' size or the number of partial sums halved
+        or doubled (or none), another
         number of parallel levels, the sequential outer level, unrolling, vectors or their level, the padding's
-        copy switched. What a local search moves through once random trials have found a good region."""
+        copy or the loop order switched. What a local search moves through once random trials have found a good region."""
         base = {**self.ABSENT, **config}
         candidates: dict[str, list[int]] = {
             "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL),
-            "vector_outer": [0, 1, 2], "pad_copy": list(PAD_COPY)}
+            "vector_outer": [0, 1, 2], "pad_copy": list(PAD_COPY), "reorder": list(REORDER)}
         for level in self.levels:
             divisors = [d for d in range(1, level.extent + 1) if level.extent % d == 0]
             at = divisors.index(base[level.key]) if base[level.key] in divisors else 0
             candidates[level.key] = [1] + divisors[max(0, at - 1):at + 2]
-        for key in ("vector", LOCAL_SIZE):
+        for key in ("vector", LOCAL_SIZE, "partial"):
             value = base[key]
             candidates[key] = [0, value // 2, value * 2] if value else [2, 4, 8]
         out: list[dict[str, int]] = []
@@ -541,4 +620,5 @@ class RouteSpace:
         return f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
 
 
-__all__ = ["RouteSpace", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering"]
+__all__ = ["RouteSpace", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering",
+           "partial_sums"]
