@@ -187,18 +187,19 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
 def test_the_starting_points_measure_each_kind_of_vectors_once():
     """A search starts from the default -- for a program that pads, the outer level's vectors relaid (the
     inner level's would test the padding in every lane) -- then the inner level's vectors, the outer level's
-    gathered, and the relaid ones with the padding copied: valid, distinct configurations the route makes and
-    numpy agrees with."""
+    gathered, the relaid ones with the padding copied, and the default with the window walked channel first:
+    valid, distinct configurations the route makes and numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     starts = space.starting_points()
-    assert starts[0] == space.default()
-    assert [(c["vector_outer"], c["pad_copy"]) for c in starts] == [(2, 0), (0, 0), (1, 0), (2, 1)]
+    assert starts[0] == space.default() and starts[-1] == {**space.default(), "reorder": 1}
+    assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
+        [(2, 0, 0), (0, 0, 0), (1, 0, 0), (2, 1, 0), (2, 0, 1)]
     assert all(c["vector"] for c in starts if c["vector_outer"])  # the inner block here may be too narrow
-    assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 4
+    assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 5
     for config in starts:
         _close(_run(space, config, inputs, sizes), expected)
-    depthwise, *_ = _space("depthwise")  # one blocked level: the default alone
-    assert depthwise.starting_points() == [depthwise.default()]
+    depthwise, *_ = _space("depthwise")  # one blocked level: the default, and its window by columns
+    assert depthwise.starting_points() == [depthwise.default(), {**depthwise.default(), "reorder": 1}]
 
 
 @pytest.mark.parametrize("name", ["conv_bias_relu", "grouped_conv", "depthwise", "dilated_conv"])
@@ -237,9 +238,10 @@ def test_the_loop_order_walks_a_window_by_channels():
     assert all(space.sketch(s).program is not None for s in reordered)
     config = {**space.default(), "reorder": 1}
     assert space.valid(config) and config in space.neighbours(space.default())
-    program = space.lower(config)
-    assert any(isinstance(n, Prim) and n.name == "transpose" for n in walk(program.function().body)) \
-        and program != space.lower(space.default())
+    def transposes(program):
+        return sum(isinstance(n, Prim) and n.name == "transpose" for n in walk(program.function().body))
+
+    assert transposes(space.lower(config)) == transposes(space.lower(space.default())) + 2  # window, weights
     _close(_run(space, config, inputs, sizes), expected)
     for config in [c for c in space.sample(60, seed=9) if c["reorder"]][:4]:
         _close(_run(space, config, inputs, sizes), expected)

@@ -602,15 +602,17 @@ class RouteSpace:
     def starting_points(self) -> list[dict[str, int]]:
         """The default first, then each other kind of vectors once -- along the inner level, along a 2D
         block's outer level gathered and relaid (:meth:`_outer_vectors`) -- and the relaid ones with the
-        padding copied, where the space has them: so that a short tuning does not wait for random trials to
-        find the kind that fits the program's layouts (a matrix product's relaid outer vectors were 1.3x
-        slower than its inner ones; on PoCL the padding's copy lost in every program that pads, by 1.6-12x;
-        the paper's GPU pipelines pad by a copy)."""
+        padding copied, and the default with its sum's loops in the other order, where the space has them: so
+        that a short tuning does not wait for random trials to find the kind that fits the program's layouts
+        (a matrix product's relaid outer vectors were 1.3x slower than its inner ones; on PoCL the padding's
+        copy lost in every program that pads, by 1.6-12x; the paper's GPU pipelines pad by a copy; a grouped
+        convolution's best 200 trials walked the window channel first, 0.297 ms against 0.314 as written)."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
         copied = [{**c, "pad_copy": 1} for c in outer if c["vector_outer"] == 2]
+        reordered = {**self.default(), "reorder": 1}
         out: list[dict[str, int]] = []
-        for config in [self.default(), inner, *outer, *copied]:
+        for config in [self.default(), inner, *outer, *copied, reordered]:
             if config not in out and self.valid(config):
                 out.append(config)
         return out
