@@ -520,7 +520,7 @@ def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
 
     # work-groups: the parallel maps the code generator makes the launch of, one work-item per mapLcl element
     for parallel in parallel_maps(body):
-        if parallel.level != "local":
+        if parallel.level != "local" or parallel.stages:  # a copy to local memory is walked in strides
             continue
         d, n, node = parallel.dim, parallel.extent, parallel.node
         limit = device.max_work_item_sizes[d] if d < len(device.max_work_item_sizes) else 1

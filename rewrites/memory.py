@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var, walk
 from liftpy.primitives import primitive_of
-from liftpy.rewrite.match import Names, free_vars, substitute
+from liftpy.rewrite.match import Names, free_vars, replace_node, substitute
 from liftpy.rewrite.rules import python_rule
 from liftpy.types import ArrayType, ScalarType, VectorType
 
@@ -44,3 +44,104 @@ def let_private(node: Node, names: Names):
 def _to_private(value: Node, names: Names) -> Node:
     y = names.fresh("y")
     return Prim("toPrivate", (), (Lambda(PVar(y), Prim("id", (), (Var(y),))), value))
+
+
+def _outermost_local_maps(node: Node) -> list[Prim]:
+    """The mapLcl nodes in ``node`` that no other mapLcl contains (every work-item of the group runs what is
+    around them)."""
+    out: list[Prim] = []
+
+    def visit(n: Node) -> None:
+        prim = primitive_of(n)
+        if prim is not None and prim.is_map and prim.parallel == "local":
+            out.append(n)
+            return
+        for child in n.children():
+            visit(child)
+
+    visit(node)
+    return out
+
+
+def _scalar_array(t) -> bool:
+    """An array of one or more dimensions of scalars (what a copy of nested loops of ``id`` can stage)."""
+    while isinstance(t, ArrayType):
+        t = t.elem
+        if isinstance(t, ScalarType):
+            return True
+    return False
+
+
+def _local_copy(value: Node, dim, rank: int, names: Names) -> Node:
+    """``toLocal(mapLcl(dim, mapSeq(... id)), value)``: the work-items of the group share the outer dimension
+    of the copy, each copying its rows sequentially."""
+    def inner(x: Node, depth: int) -> Node:
+        if depth == 0:
+            return Prim("id", (), (x,))
+        y = names.fresh("y")
+        return Prim("mapSeq", (), (Lambda(PVar(y), inner(Var(y), depth - 1)), x))
+
+    a, x = names.fresh("a"), names.fresh("x")
+    copy = Prim("mapLcl", (dim,), (Lambda(PVar(x), inner(Var(x), rank - 1)), Var(a)))
+    return Prim("toLocal", (), (Lambda(PVar(a), copy), value))
+
+
+def shared_arrays(node: Node) -> list[tuple[Prim, dict[str, ArrayType]]]:
+    """For a work-group's map, each outermost mapLcl of the group with the arrays of scalars its function
+    reads but does not bind (what every work-item of the group reads: what ``letLocal`` stages)."""
+    prim = primitive_of(node)
+    if not (prim is not None and prim.is_map and prim.parallel == "work-group" and len(node.args) >= 2):
+        return []
+    group = node.args[-2]
+    out = []
+    for lcl in _outermost_local_maps(group.body if isinstance(group, Lambda) else group):
+        f = lcl.args[-2]
+        if not isinstance(f, Lambda):
+            continue
+        types = {n.name: n.type for n in walk(f) if isinstance(n, Var) and n.type is not None}
+        arrays = {v: types[v] for v in sorted(free_vars(f)) if _scalar_array(types.get(v))}
+        if arrays:
+            out.append((lcl, arrays))
+    return out
+
+
+@python_rule("letLocal")
+def let_local(node: Node, names: Names):
+    """letLocal: mapWrg(d, g -> F(mapLcl(e, x -> G(x, v), xs))) == mapWrg(d, g -> F(let(vLocal -> mapLcl(e, x -> G(x, vLocal), xs), toLocal(mapLcl(e, mapSeq(id)), v))))
+
+    Stages in local memory what every work-item of a work-group reads: an array of scalars v that the
+    function of the group's mapLcl reads but does not bind (a matrix product's row of a, shared by the group's
+    columns; a convolution's weights, shared by its pixels). The group copies v once, its work-items sharing
+    the outer dimension, and each then reads the copy in local memory instead of global memory (the barrier
+    between copy and reads is the code generator's). Every such array of every outermost mapLcl of the group
+    is staged in one application.
+    """
+    prim = primitive_of(node)
+    if not (prim is not None and prim.is_map and prim.parallel == "work-group" and len(node.args) >= 2):
+        return
+    group = node.args[-2]
+    inner = primitive_of(group)
+    if inner is not None and inner.is_map and inner.parallel == "local" and len(group.args) == 1:
+        g = names.fresh("g")  # mapWrg(d, mapLcl(e, f)): the group's function written out, g -> mapLcl(e, f, g)
+        group = Lambda(PVar(g), Prim(group.name, group.params, group.args + (Var(g),)))
+        node = Prim(node.name, node.params, node.args[:-2] + (group, node.args[-1]))
+    if not isinstance(group, Lambda):
+        return
+    body = group.body
+    staged = shared_arrays(node)
+    for lcl, arrays in staged:
+        renamed = {v: names.fresh(v + "Local") for v in arrays}
+        new: Node = Prim(lcl.name, lcl.params, lcl.args[:-2] + (
+            substitute(lcl.args[-2], {v: Var(local) for v, local in renamed.items()}, names), lcl.args[-1]))
+        for v, local in reversed(renamed.items()):
+            new = Let(PVar(local), _local_copy(Var(v), lcl.params[0], _rank(arrays[v]), names), new)
+        body = replace_node(body, lcl, new)
+    if staged:
+        yield Prim(node.name, node.params, node.args[:-2] + (Lambda(group.param, body), node.args[-1]))
+
+
+def _rank(t) -> int:
+    rank = 0
+    while isinstance(t, ArrayType):
+        rank, t = rank + 1, t.elem
+    return rank

@@ -487,6 +487,22 @@ def test_let_private(n, m, f, seed):
     assert any("vsPrivate" in liftpy.pretty(v.program) for v in variants)
 
 
+@covers("letLocal")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x", "y"), seeds)
+def test_let_local(n, k, m, f, seed):
+    """A work-group's row of a, read by each of its work-items (a column of b each), staged in local memory;
+    with the group's function a mapLcl applied partially too."""
+    inputs = arrays(seed, a=(n, k), b=(m, k))
+    for group in (f"g -> mapLcl(0, c -> reduceSeq(0.0f, (acc, (x, y)) -> acc + {f}, zip(row, c)), g)",
+                  f"mapLcl(0, c -> reduceSeq(0.0f, (acc, (x, y)) -> acc + {f}, zip(row, c)))"):
+        text = f"def p(a: [[float]_k]_n, b: [[float]_k]_m) = mapWrg(1, row -> mapWrg(0, {group}, split(1, b)), a)"
+        variants = check(rules.letLocal, text, inputs)
+        assert all("toLocal" in liftpy.pretty(v.program) and "rowLocal" in liftpy.pretty(v.program) for v in variants)
+    refused = f"def p(a: [[float]_k]_n) = mapWrg(0, row -> mapLcl(0, x -> {f.replace('y', 'x')}, row), a)"
+    assert not explore(liftpy.parse(refused), rules=[rules.letLocal], depth=1)  # each work-item its own element
+
+
 # ------------------------------------------------------------------------------------------------ convolution
 CONV = 10  # examples per rule of the convolution's derivation (each runs a small 2D or 3D program)
 

@@ -2,13 +2,14 @@
 and every configuration of it a correct low-level program -- checked against the numpy references of
 tests/reference.py, not against liftpy's own interpreter or naive route."""
 
+import dataclasses
 import time
 
 import numpy as np
 import pytest
 
 import liftpy
-from liftpy.errors import RewriteError, SizeError
+from liftpy.errors import CodegenError, RewriteError, SizeError
 from liftpy.ir import Prim, walk
 from liftpy.rewrite.route import RouteSpace
 
@@ -55,7 +56,7 @@ def test_the_space_is_read_off_the_nests():
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
     assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer",
-                                            "pad_copy", "partial", "reorder", "block.aRow", "block.bCol"}
+                                            "pad_copy", "partial", "reorder", "local_memory", "block.aRow", "block.bCol"}
     assert not space.pads and all(c["pad_copy"] == 0 for c in space.sample(50))
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
@@ -105,7 +106,7 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
 
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
-    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_size, pad_copy, parallel, partial, reorder, sequential_outer, unroll"):
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_memory, local_size, pad_copy, parallel, partial, reorder, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
@@ -234,7 +235,7 @@ def test_the_loop_order_walks_a_window_by_channels():
     a few run against numpy."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     reordered = [structure for structure, _ in space.sketches() if structure.reorder]
-    assert reordered and all(space.space(s) is space.space(s.shared) for s in reordered)
+    assert reordered and all(space.space(s) is space.space(dataclasses.replace(s, reorder=0)) for s in reordered)
     assert all(space.sketch(s).program is not None for s in reordered)
     config = {**space.default(), "reorder": 1}
     assert space.valid(config) and config in space.neighbours(space.default())
@@ -247,3 +248,56 @@ def test_the_loop_order_walks_a_window_by_channels():
         _close(_run(space, config, inputs, sizes), expected)
     matmul, *_ = _space("matmul")  # a dot product of two rows: no order to change
     assert all(c["reorder"] == 0 for c in matmul.sample(100))
+
+
+def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
+    """``local_memory``: a matrix product's row of a (read by each column of the group), a convolution's
+    weights (read by each pixel of the group) copied to local memory once per group, then read there. The
+    group keeps the size tuned (the copy is walked in strides, not one work-item per element), and the
+    answer is numpy's. A staged sketch is made only when lowered, on the prediction that a group reads an
+    array it does not bind: every staged structure of the space is made here to hold it to that."""
+    for name in ("matmul", "conv_bias_relu"):
+        space, inputs, sizes, expected = _space(name)
+        staged = [structure for structure, _ in space.sketches() if structure.local_memory]
+        assert staged and all(space.sketch(s).program is not None for s in staged)
+        configs = [c for c in space.sample(600, seed=5) if c["local_memory"]][:5]
+        assert configs and all(space.valid({**c, "local_memory": 0}) for c in configs)
+        for config in configs:
+            executable = liftpy.compile(space.lower(config), sizes)
+            (kernel,) = [k for k in executable.generated.kernels if "toLocal" not in k.name and "local " in k.source]
+            assert kernel.launch.local_size[0] == config["local_size"]
+            _close(executable.run(inputs, poison=True).output, expected)
+    # a work-item reads only its own element: nothing to stage
+    maxpool, *_ = _space("maxpool")
+    assert all(c["local_memory"] == 0 for c in maxpool.sample(200))
+
+
+def test_what_a_group_stages_fits_the_devices_local_memory():
+    """On the Mali-G72 profile (32 KiB: 8,192 floats of local memory), a 512-channel layer: the staged
+    configurations' kernels, generated offline, declare at most that much local memory (read off their OpenCL);
+    the code generator refuses those the constraint leaves out, counting its own allocations."""
+    import re
+
+    from liftpy.codegen.program import generate
+    from liftpy.params import target_profiles
+
+    sizes = {"N": 1, "C": 512, "H": 14, "W": 14, "K": 512, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes, device="mali-g72")
+    mali = target_profiles()["mali-g72"]
+
+    def local_floats(program):
+        sources = [k.source for k in generate(program, sizes, None, mali).kernels]
+        return max(sum(int(n) for n in re.findall(r"local float \w+\[(\d+)\]", source)) for source in sources)
+
+    configs = space.sample(3000, seed=2)
+    staged = [c for c in configs if c["local_memory"]][:6]
+    assert staged and all(0 < local_floats(space.lower(c)) <= 8192 for c in staged)
+    refused = [c for c in configs if not c["local_memory"] and c["local_size"] and c["pad_copy"] == 0
+               and c["reorder"] == 0 and not space.valid({**c, "local_memory": 1})]
+    made = [(structure, values) for structure, values in (space.structure_of({**c, "local_memory": 1}) for c in refused)
+            if space.sketch(structure).program is not None][:3]  # those where the group reads a shared array
+    assert made
+    for structure, values in made:  # the code generator's own count refuses them too
+        with pytest.raises(CodegenError, match="bytes of local memory; the device has 32768"):
+            local_floats(space.space(structure.shared).specialize(values, space.sketch(structure).program))

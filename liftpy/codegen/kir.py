@@ -79,6 +79,7 @@ class ParFor:
     label: str
     body: tuple
     queries: tuple[str, str] = ("get_global_id", "get_global_size")  # the index and the count, in OpenCL
+    stages: bool = False  # a mapLcl that only copies (into local memory): walked in strides by the group
 
 
 @dataclass(frozen=True)

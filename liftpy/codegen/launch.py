@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from .. import arith
 from ..device import Device
 from ..errors import CodegenError
-from ..ir import Node
+from ..ir import Lambda, Node
 from ..primitives import primitive_of
-from .kir import Kernel, ParFor, walk
+from .kir import BODIES, Kernel, ParFor, Produce
+from .memory import only_copies
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,15 @@ class ParallelMap:
     dim: int
     extent: arith.Expr
     group: tuple = ()
+    #: a mapLcl that copies into local memory (``toLocal(mapLcl(...))``): the group's work-items walk it in
+    #: strides, so its length sets no work-group size (see :func:`extents`)
+    stages: bool = False
+
+
+def stages(node: Node) -> bool:
+    """A mapLcl that only copies: as the function of a ``toLocal``, the group's work-items walk it in strides."""
+    prim = primitive_of(node)
+    return prim is not None and prim.parallel == "local" and len(node.args) == 2 and only_copies(node.args[0])
 
 
 def parallel_maps(expr: Node) -> list[ParallelMap]:
@@ -37,16 +47,22 @@ def parallel_maps(expr: Node) -> list[ParallelMap]:
     mapLcl that reads it; its function runs inside them."""
     out: list[ParallelMap] = []
 
-    def go(node: Node, group: tuple):
+    def go(node: Node, group: tuple, staging: bool = False):
         prim = primitive_of(node)
         if prim is not None and prim.parallel:
             extent = node.args[-1].type.size
             inner = group + (extent,) if prim.parallel == "local" else group
             out.append(ParallelMap(node, prim.parallel, node.params[0], extent,
-                                   inner if prim.parallel == "local" else ()))
+                                   inner if prim.parallel == "local" else (), staging and prim.parallel == "local"))
             for f in node.args[:-1]:
                 go(f, inner)
             go(node.args[-1], group)
+            return
+        if prim is not None and prim.space == "local" and isinstance(node.args[0], Lambda) \
+                and stages(node.args[0].body):
+            go(node.args[0].body, group, staging=True)
+            for arg in node.args[1:]:
+                go(arg, group)
             return
         for child in node.children():
             go(child, group)
@@ -56,12 +72,25 @@ def parallel_maps(expr: Node) -> list[ParallelMap]:
 
 
 def extents(kernel: Kernel) -> dict[str, dict[int, int]]:
-    """The longest parallel loop of each level and dimension of a kernel in kernel IR."""
+    """The longest parallel loop of each level and dimension of a kernel in kernel IR. A local loop that only
+    stages a value in local memory (the first loop of a local Produce) counts only in a dimension no other
+    local loop has (a loop of :func:`stages`): the group's work-items are those of the loops that compute,
+    and walk a longer copy in strides (a convolution's weights staged by a group of 8 pixels need not make
+    it a group of 576)."""
     table: dict[str, dict[int, int]] = {"work-group": {}, "local": {}, "global": {}}
-    for stmt in walk(kernel.body):
-        if isinstance(stmt, ParFor):
-            level = table[stmt.level]
-            level[stmt.dim] = max(level.get(stmt.dim, 0), stmt.extent)
+    staging: dict[int, int] = {}
+
+    def visit(body: tuple, in_local_produce: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ParFor):
+                level = staging if in_local_produce and stmt.stages else table[stmt.level]
+                level[stmt.dim] = max(level.get(stmt.dim, 0), stmt.extent)
+            for name in BODIES.get(type(stmt), ()):
+                visit(getattr(stmt, name), isinstance(stmt, Produce) and stmt.space == "local")
+
+    visit(kernel.body, False)
+    for dim, extent in staging.items():
+        table["local"].setdefault(dim, extent)
     return table
 
 

@@ -180,6 +180,19 @@ def is_identity_function(f: Node) -> bool:
             and f.body.args[0].name == f.param.name)
 
 
+def only_copies(f: Node) -> bool:
+    """A map's function that copies its argument and computes nothing: ``id``, or a sequential map of such
+    (the work-items' part of a copy into local memory, ``toLocal(mapLcl(d, mapSeq(id)))``)."""
+    if is_identity_function(f) or (isinstance(f, Prim) and f.name == "id" and not f.args):
+        return True
+    if not (isinstance(f, Lambda) and isinstance(f.param, PVar)):
+        return False
+    prim = primitive_of(f.body)
+    return (prim is not None and prim.is_map and prim.sequential and len(f.body.args) == 2
+            and isinstance(f.body.args[1], Var) and f.body.args[1].name == f.param.name
+            and only_copies(f.body.args[0]))
+
+
 def scalar_count(t: Type) -> arith.Expr:
     """How many scalars a value of type ``t`` holds (vector lanes counted), as an expression of its sizes."""
     if isinstance(t, TupleType):

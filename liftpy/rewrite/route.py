@@ -35,15 +35,21 @@ and turns each into choices -- integer parameters of one space, sampled with the
 * ``reorder``: where a sum walks two arrays of arrays in step (a convolution's window and its weights, row by
   row), 1 walks them column by column instead (``reorderSum``: a window's channels outermost), the order of
   the sequential loops;
+* ``local_memory``: with work-groups, 1 stages in local memory the arrays every work-item of a group reads
+  (``letLocal``: a matrix product's row of ``a``, shared by the group's columns): the group copies each once,
+  its work-items sharing the copy, and then reads local memory instead of global memory -- the tiles of the
+  paper's GPU pipelines, and Lift's ``toLocal(mapLcl(id))``;
 * ``pad_copy``: where the program pads an input, 1 copies the padded input to memory first, by a kernel of
   its own (``copy_padding``), so that the computation's reads are unconditional; 0 reads through the
   padding view, each read testing whether it falls in the padding.
 
-``reorder`` and ``pad_copy`` change no tuning parameter: their sketches share the parameter space of the same
-structure without them, and a reordered sketch is made only when a configuration is lowered (it exists where
-the reordered program can be blocked and vectorised as the structure says, and the structure without the
-reorder can be lowered: the loop order is in views the lowering does not look at), so that the choice does not
-double the time to build the space.
+``reorder``, ``pad_copy`` and ``local_memory`` change no tuning parameter: their sketches share the parameter
+space of the same structure without them (``local_memory`` adds that the staged arrays fit the device's local
+memory), and a reordered or staged sketch is made only when a configuration is lowered (a reordered one exists
+where the reordered program can be blocked and vectorised as the structure says, and the structure without the
+reorder can be lowered: the loop order is in views the lowering does not look at; a staged one where a
+work-group's work-items read an array they do not bind), so that the choices do not double the time to build
+the space.
 
 Every rule is applied where a predicate says (the map binding a level, the maps walking a block), never at a
 position. A structure (which levels are blocked) is a *sketch*: a program whose block sizes are still tuning
@@ -98,6 +104,8 @@ PARTIAL_WIDTH = "partial_width"
 PARTIAL = (0, 1)
 #: a sum's two arrays of arrays walked by rows (as written) or by columns
 REORDER = (0, 1)
+#: with work-groups: what the group's work-items all read staged in local memory or not
+LOCAL_MEMORY = (0, 1)
 
 
 def binds(name: str) -> Strategy:
@@ -180,8 +188,9 @@ class Structure:
     """The structural choices of a configuration: the blocked levels (innermost first), how many levels run
     in parallel and how many sequentially above them, unrolled or not, as work-groups or not, and which
     accumulators are vectors (one of VECTOR: a configuration's ``vector`` > 0 and ``vector_outer`` + 1), the
-    padding copied or not, whether a sum is split into partial sums (only where no level is blocked), and
-    whether a sum's arrays are walked by columns (``reorder``)."""
+    padding copied or not, whether a sum is split into partial sums (only where no level is blocked),
+    whether a sum's arrays are walked by columns (``reorder``), and whether a work-group stages what its
+    work-items share in local memory (``local_memory``)."""
 
     blocked: tuple[str, ...]
     parallel: int
@@ -192,6 +201,7 @@ class Structure:
     pad_copy: int = 0
     partial: int = 0
     reorder: int = 0
+    local_memory: int = 0
 
     @property
     def viewed(self) -> "Structure":
@@ -200,8 +210,9 @@ class Structure:
 
     @property
     def shared(self) -> "Structure":
-        """The structure whose parameter space this one shares: without the padding's copy and the reorder."""
-        return dataclasses.replace(self, pad_copy=0, reorder=0)
+        """The structure whose parameter space this one shares: without the padding's copy, the reorder and
+        the staging in local memory (which adds one constraint: the device's local memory holds it)."""
+        return dataclasses.replace(self, pad_copy=0, reorder=0, local_memory=0)
 
 
 @dataclass(frozen=True)
@@ -225,13 +236,13 @@ def _parameter_name(level: str) -> str:
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
     every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector``, ``vector_outer``,
-    ``pad_copy``, ``partial``, ``reorder`` and ``block.<level>``), ``lower(config)``
+    ``pad_copy``, ``partial``, ``reorder``, ``local_memory`` and ``block.<level>``), ``lower(config)``
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
     CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy", "partial",
-               "reorder")
+               "reorder", "local_memory")
     #: what a configuration recorded before a choice existed means by its absence
-    ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0}
+    ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0, "local_memory": 0}
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -244,6 +255,7 @@ class RouteSpace:
         self._spaces: dict[Structure, object] = {}
         self._block_results: dict[tuple, tuple[Program | None, str]] = {}
         self._rewrites: dict[tuple, tuple[Program | None, str]] = {}
+        self._staged: dict[Structure, arith.Expr | None] = {}
         from . import rules
 
         reordered = topDown(rules.reorderSum)(program)
@@ -284,10 +296,10 @@ class RouteSpace:
         pad_copy = PAD_COPY if self.pads else (0,)
         partial = PARTIAL if self.sums else (0,)
         reorder = REORDER if self._reordered is not None else (0,)
-        return [Structure(b, p, q, u, g, v, c, s, o) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
+        return [Structure(b, p, q, u, g, v, c, s, o, m) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
                 for u in UNROLL for g in WORK_GROUPS for v in VECTOR for c in pad_copy for s in partial
-                for o in reorder if not (b and s) and (b or s or not u) and (u or not v) and (v < 2 or len(b) == 2)
-                and (v < 3 or relaid[b[-1]])]
+                for o in reorder for m in LOCAL_MEMORY if not (b and s) and (b or s or not u) and (u or not v)
+                and (v < 2 or len(b) == 2) and (v < 3 or relaid[b[-1]]) and (g or not m)]
 
     def _copy_padding(self) -> Strategy:
         from liftpy.rewrites.copies import copy_padding
@@ -329,9 +341,17 @@ class RouteSpace:
 
     def sketch(self, structure: Structure) -> Sketch:
         """A structure's sketch; with ``pad_copy``, the padding copied (no new parameter: the viewed
-        structure's space is its space too)."""
+        structure's space is its space too); with ``local_memory``, the sketch without it staged (its own
+        space: the device's local memory bounds it)."""
+        from . import rules
+
         if structure not in self._sketches:
-            if not structure.pad_copy:
+            if structure.local_memory:
+                shared = self.sketch(dataclasses.replace(structure, local_memory=0))
+                staged = topDown(rules.letLocal)(shared.program) if shared.program is not None else None
+                self._sketches[structure] = Sketch(structure, staged.program) if isinstance(staged, Success) \
+                    else Sketch(structure, None, shared.failure or f"local memory: {staged.reason}")
+            elif not structure.pad_copy:
                 self._sketches[structure] = self._make_sketch(structure)
             elif (viewed := self.sketch(structure.viewed)).program is None:
                 self._sketches[structure] = dataclasses.replace(viewed, structure=structure)
@@ -376,12 +396,35 @@ class RouteSpace:
         return self._rewrites[key]
 
     def _exists(self, structure: Structure) -> bool:
-        """Whether a structure has a sketch; for a reordered one, without making it (see the module's
+        """Whether a structure has a sketch; for a reordered or staged one, without making it (see the module's
         docstring)."""
+        if structure.local_memory and structure not in self._sketches:
+            return self._exists(dataclasses.replace(structure, local_memory=0)) \
+                and self._staged_words(structure) is not None
         if structure.reorder and structure not in self._sketches:
             return self._rewritten(structure)[0] is not None \
                 and self.sketch(dataclasses.replace(structure, reorder=0)).program is not None
         return self.sketch(structure).program is not None
+
+    def _staged_words(self, structure: Structure) -> arith.Expr | None:
+        """The floats ``letLocal`` stages per work-group in a structure with ``local_memory`` (read off the
+        sketch as written, without the padding's copy: they stage the same arrays), None where it stages
+        nothing."""
+        from liftpy.rewrites.memory import shared_arrays
+
+        from ..codegen.memory import scalar_count
+
+        key = structure.shared
+        if key not in self._staged:
+            words = None
+            program = self.sketch(key).program
+            for node in walk(program.function(self.function).body) if program is not None else ():
+                arrays = [t for _, found in shared_arrays(node) for t in found.values()]
+                if arrays:  # the first group in pre-order, where topDown applies the rule
+                    words = sum((scalar_count(t) for t in arrays), arith.Const(0))
+                    break
+            self._staged[key] = words
+        return self._staged[key]
 
     def _make_sketch(self, structure: Structure) -> Sketch:
         tree, failure = self._rewritten(structure)
@@ -411,8 +454,16 @@ class RouteSpace:
     def space(self, structure: Structure):
         """The parameter space of a structure's sketch (None where there is no sketch or no valid
         configuration): block sizes of at least 2 that divide their level, within the device's limits."""
-        if structure.pad_copy or structure.reorder:  # the same parameters as without them
-            return self.space(structure.shared) if self._exists(structure) else None
+        if structure.pad_copy or structure.reorder or structure.local_memory:  # the same parameters as without
+            if not self._exists(structure):
+                return None
+            space = self.space(structure.shared)
+            if space is None or not structure.local_memory:
+                return space
+            staged = dataclasses.replace(structure, pad_copy=0, reorder=0)
+            if staged not in self._spaces:
+                self._spaces[staged] = self._fits_local_memory(space, self._staged_words(structure))
+            return self._spaces[staged]
         if structure not in self._spaces:
             sketch = self.sketch(structure)
             space = None
@@ -430,13 +481,25 @@ class RouteSpace:
             self._spaces[structure] = space
         return self._spaces[structure]
 
+    def _fits_local_memory(self, space, words: arith.Expr):
+        """``space`` with the staged ``words`` floats within the device's local memory (None where they never
+        fit)."""
+        from ..constraints import Constraint
+        from ..params import NamedConstraint
+
+        limit = self.device.local_mem_size // 4
+        fits = NamedConstraint("device.local_memory", Constraint(
+            "at_least", limit, words, f"{words} floats staged in local memory: the device has {limit}", None, "device"))
+        fitting = dataclasses.replace(space, constraints=[*space.constraints, fits], _domains=None)
+        return fitting if fitting.satisfiable() else None
+
     # ------------------------------------------------------------------------------------------ configurations
     def config(self, structure: Structure, values: Mapping[str, int]) -> dict[str, int]:
         config = {"parallel": structure.parallel, "sequential_outer": structure.sequential_outer,
                   "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0)),
                   "vector": int(values.get(VECTOR_WIDTH, 0)), "vector_outer": max(0, structure.vector - 1),
                   "pad_copy": structure.pad_copy, "partial": int(values.get(PARTIAL_WIDTH, 0)),
-                  "reorder": structure.reorder}
+                  "reorder": structure.reorder, "local_memory": structure.local_memory}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
@@ -460,7 +523,8 @@ class RouteSpace:
         structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
                               int(config["unroll"]), int(config[LOCAL_SIZE] > 0),
                               0 if not config["vector"] else 1 + int(config["vector_outer"]),
-                              int(config["pad_copy"]), int(config["partial"] > 0), int(config["reorder"]))
+                              int(config["pad_copy"]), int(config["partial"] > 0), int(config["reorder"]),
+                              int(config["local_memory"]))
         return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:
@@ -513,11 +577,13 @@ class RouteSpace:
         larger (or unblocked), the vector width, the work-groups' size or the number of partial sums halved
         or doubled (or none), another
         number of parallel levels, the sequential outer level, unrolling, vectors or their level, the padding's
-        copy or the loop order switched. What a local search moves through once random trials have found a good region."""
+        copy, the loop order or the staging in local memory switched. What a local search moves through once
+        random trials have found a good region."""
         base = {**self.ABSENT, **config}
         candidates: dict[str, list[int]] = {
             "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL),
-            "vector_outer": [0, 1, 2], "pad_copy": list(PAD_COPY), "reorder": list(REORDER)}
+            "vector_outer": [0, 1, 2], "pad_copy": list(PAD_COPY), "reorder": list(REORDER),
+            "local_memory": list(LOCAL_MEMORY)}
         for level in self.levels:
             divisors = [d for d in range(1, level.extent + 1) if level.extent % d == 0]
             at = divisors.index(base[level.key]) if base[level.key] in divisors else 0
