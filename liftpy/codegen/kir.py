@@ -166,13 +166,20 @@ def index_exprs(body: tuple) -> Iterator[arith.Expr]:
 
 
 def substitute_body(body: tuple, change: Callable[[arith.Expr], arith.Expr]) -> tuple:
-    """``body`` with ``change`` applied to every index expression (reads simplify again)."""
+    """``body`` with ``change`` (a pure function) applied to every index expression (reads simplify again).
+    Each distinct expression is changed once: an unrolled block repeats its indices in every step (a 16 x 14
+    block's loop split by its divisors spent seconds substituting the same few indices)."""
+    memo: dict[arith.Expr, arith.Expr] = {}
+
+    def changed(e: arith.Expr) -> arith.Expr:
+        out = memo.get(e)
+        if out is None:
+            out = memo[e] = change(e)
+        return out
 
     def go(s: Stmt) -> Stmt:
-        if isinstance(s, Store):
-            return replace(s, offset=change(s.offset), value=substitute(s.value, change))
-        if isinstance(s, VStore):
-            return replace(s, offset=change(s.offset), value=substitute(s.value, change))
+        if isinstance(s, (Store, VStore)):
+            return replace(s, offset=changed(s.offset), value=substitute(s.value, changed))
         return map_bodies(s, lambda b: tuple(go(x) for x in b))
 
     return tuple(go(s) for s in body)
