@@ -253,22 +253,26 @@ def test_the_loop_order_walks_a_window_by_channels():
 def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
     """``local_memory``: a matrix product's row of a (read by each column of the group), a convolution's
     weights (read by each pixel of the group) copied to local memory once per group, then read there. The
-    group keeps the size tuned (the copy is walked in strides, not one work-item per element), and the
-    answer is numpy's. A staged sketch is made only when lowered, on the prediction that a group reads an
-    array it does not bind: every staged structure of the space is made here to hold it to that."""
-    for name in ("matmul", "conv_bias_relu"):
-        space, inputs, sizes, expected = _space(name)
-        staged = [structure for structure, _ in space.sketches() if structure.local_memory]
-        assert staged and all(space.sketch(s).program is not None for s in staged)
-        configs = [c for c in space.sample(600, seed=5) if c["local_memory"]][:5]
+    space is a GPU's (a CPU's local memory is ordinary memory: its space has no staging); the kernels run
+    here, on PoCL. The group keeps the size tuned (the copy is walked in strides, not one work-item per
+    element), and the answer is numpy's. A staged sketch is made only when lowered, on the prediction that a
+    group reads an array it does not bind: every staged structure of two spaces is made here to hold it to that."""
+    for name in ("matmul", "conv_bias_relu", "conv1x1", "depthwise", "grouped_conv", "dilated_conv"):
+        cpu, inputs, sizes, expected = _space(name)
+        assert all(c["local_memory"] == 0 for c in cpu.sample(300))
+        space = RouteSpace(liftpy.load(PROGRAMS / f"{name}.lift"), sizes, device="nvidia-gtx1080")
+        if name in ("matmul", "conv_bias_relu"):
+            staged = [structure for structure, _ in space.sketches() if structure.local_memory]
+            assert staged and all(space.sketch(s).program is not None for s in staged)
+        configs = [c for c in space.sample(600, seed=5) if c["local_memory"]][:3]
         assert configs and all(space.valid({**c, "local_memory": 0}) for c in configs)
         for config in configs:
             executable = liftpy.compile(space.lower(config), sizes)
-            (kernel,) = [k for k in executable.generated.kernels if "toLocal" not in k.name and "local " in k.source]
+            (kernel,) = [k for k in executable.generated.kernels if "local " in k.source]
             assert kernel.launch.local_size[0] == config["local_size"]
             _close(executable.run(inputs, poison=True).output, expected)
     # a work-item reads only its own element: nothing to stage
-    maxpool, *_ = _space("maxpool")
+    maxpool = RouteSpace(liftpy.load(PROGRAMS / "maxpool.lift"), _case("maxpool")[1], device="nvidia-gtx1080")
     assert all(c["local_memory"] == 0 for c in maxpool.sample(200))
 
 
