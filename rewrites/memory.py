@@ -93,10 +93,12 @@ def shared_arrays(node: Node) -> list[tuple[Prim, dict[str, ArrayType]]]:
     if not (prim is not None and prim.is_map and prim.parallel == "work-group" and len(node.args) >= 2):
         return []
     group = node.args[-2]
+    if not isinstance(group, Lambda):
+        return []
     out = []
-    for lcl in _outermost_local_maps(group.body if isinstance(group, Lambda) else group):
-        f = lcl.args[-2]
-        if not isinstance(f, Lambda):
+    for lcl in _outermost_local_maps(group.body):
+        f = lcl.args[0]
+        if len(lcl.args) != 2 or not isinstance(f, Lambda):
             continue
         types = {n.name: n.type for n in walk(f) if isinstance(n, Var) and n.type is not None}
         arrays = {v: types[v] for v in sorted(free_vars(f)) if _scalar_array(types.get(v))}
@@ -116,28 +118,20 @@ def let_local(node: Node, names: Names):
     between copy and reads is the code generator's). Every such array of every outermost mapLcl of the group
     is staged in one application.
     """
-    prim = primitive_of(node)
-    if not (prim is not None and prim.is_map and prim.parallel == "work-group" and len(node.args) >= 2):
+    staged = shared_arrays(node)
+    if not staged:
         return
     group = node.args[-2]
-    inner = primitive_of(group)
-    if inner is not None and inner.is_map and inner.parallel == "local" and len(group.args) == 1:
-        g = names.fresh("g")  # mapWrg(d, mapLcl(e, f)): the group's function written out, g -> mapLcl(e, f, g)
-        group = Lambda(PVar(g), Prim(group.name, group.params, group.args + (Var(g),)))
-        node = Prim(node.name, node.params, node.args[:-2] + (group, node.args[-1]))
-    if not isinstance(group, Lambda):
-        return
     body = group.body
-    staged = shared_arrays(node)
     for lcl, arrays in staged:
+        f, xs = lcl.args
         renamed = {v: names.fresh(v + "Local") for v in arrays}
-        new: Node = Prim(lcl.name, lcl.params, lcl.args[:-2] + (
-            substitute(lcl.args[-2], {v: Var(local) for v, local in renamed.items()}, names), lcl.args[-1]))
+        reads_copy = substitute(f, {v: Var(local) for v, local in renamed.items()}, names)
+        new: Node = Prim(lcl.name, lcl.params, (reads_copy, xs))
         for v, local in reversed(renamed.items()):
             new = Let(PVar(local), _local_copy(Var(v), lcl.params[0], _rank(arrays[v]), names), new)
         body = replace_node(body, lcl, new)
-    if staged:
-        yield Prim(node.name, node.params, node.args[:-2] + (Lambda(group.param, body), node.args[-1]))
+    yield Prim(node.name, node.params, node.args[:-2] + (Lambda(group.param, body), node.args[-1]))
 
 
 def _rank(t) -> int:

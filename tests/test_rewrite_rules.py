@@ -492,7 +492,7 @@ def test_let_private(n, m, f, seed):
 @given(hs.integers(1, 4), hs.integers(1, 4), hs.integers(1, 4), scalar_fun("x", "y"), seeds)
 def test_let_local(n, k, m, f, seed):
     """A work-group's row of a, read by each of its work-items (a column of b each), staged in local memory;
-    with the group's function a mapLcl applied partially too."""
+    the group's function written out or as a mapLcl applied partially (which the parser writes out)."""
     inputs = arrays(seed, a=(n, k), b=(m, k))
     for group in (f"g -> mapLcl(0, c -> reduceSeq(0.0f, (acc, (x, y)) -> acc + {f}, zip(row, c)), g)",
                   f"mapLcl(0, c -> reduceSeq(0.0f, (acc, (x, y)) -> acc + {f}, zip(row, c)))"):

@@ -350,10 +350,10 @@ class RouteSpace:
 
         if structure not in self._sketches:
             if structure.local_memory:
-                shared = self.sketch(dataclasses.replace(structure, local_memory=0))
-                staged = topDown(rules.letLocal)(shared.program) if shared.program is not None else None
+                unstaged = self.sketch(dataclasses.replace(structure, local_memory=0))
+                staged = topDown(rules.letLocal)(unstaged.program) if unstaged.program is not None else None
                 self._sketches[structure] = Sketch(structure, staged.program) if isinstance(staged, Success) \
-                    else Sketch(structure, None, shared.failure or f"local memory: {staged.reason}")
+                    else Sketch(structure, None, unstaged.failure or f"local memory: {staged.reason}")
             elif not structure.pad_copy:
                 self._sketches[structure] = self._make_sketch(structure)
             elif (viewed := self.sketch(structure.viewed)).program is None:
