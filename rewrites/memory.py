@@ -6,7 +6,7 @@ from liftpy.ir import Lambda, Let, Node, Prim, PVar, Var, walk
 from liftpy.primitives import primitive_of
 from liftpy.rewrite.match import Names, free_vars, replace_node, substitute
 from liftpy.rewrite.rules import python_rule
-from liftpy.types import ArrayType, ScalarType, VectorType
+from liftpy.types import ArrayType, ScalarType, VectorType, array_dims
 
 
 
@@ -65,11 +65,8 @@ def _outermost_local_maps(node: Node) -> list[Prim]:
 
 def _scalar_array(t) -> bool:
     """An array of one or more dimensions of scalars (what a copy of nested loops of ``id`` can stage)."""
-    while isinstance(t, ArrayType):
-        t = t.elem
-        if isinstance(t, ScalarType):
-            return True
-    return False
+    dims, elem = array_dims(t)
+    return bool(dims) and isinstance(elem, ScalarType)
 
 
 def _local_copy(value: Node, dim, rank: int, names: Names) -> Node:
@@ -129,13 +126,6 @@ def let_local(node: Node, names: Names):
         reads_copy = substitute(f, {v: Var(local) for v, local in renamed.items()}, names)
         new: Node = Prim(lcl.name, lcl.params, (reads_copy, xs))
         for v, local in reversed(renamed.items()):
-            new = Let(PVar(local), _local_copy(Var(v), lcl.params[0], _rank(arrays[v]), names), new)
+            new = Let(PVar(local), _local_copy(Var(v), lcl.params[0], len(array_dims(arrays[v])[0]), names), new)
         body = replace_node(body, lcl, new)
     yield Prim(node.name, node.params, node.args[:-2] + (Lambda(group.param, body), node.args[-1]))
-
-
-def _rank(t) -> int:
-    rank = 0
-    while isinstance(t, ArrayType):
-        rank, t = rank + 1, t.elem
-    return rank

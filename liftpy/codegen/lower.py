@@ -29,9 +29,10 @@ from ..primitives import PRIMITIVES, SCALAR_OPS, is_view, primitive_of
 from ..types import ArrayType, ScalarType, TupleType, Type, VectorType
 from ..errors import InternalError
 from . import kir
+from .launch import stages
 from .c import CExpr, Memory, MemRef, VLoad, c_type
 from .memory import (Placement, annotated_space, is_identity_function, is_layout_map, level_inside, memory_space,
-                     only_copies, placements)
+                     placements)
 from .views import (
     ConstView,
     Dest,
@@ -397,7 +398,7 @@ class Lowering:
         var = arith.Var(self.ctx.fresh(prim.loop_name + str(dim)), Range(arith.Const(0), arith.Const(n - 1)))
         body = self.collect(lambda: self.emit_fun(f, xv.access(var), dest.access(var), inner_level))
         self.add(kir.ParFor(var, n, prim.parallel, dim, f"{kind}({dim}) over {n} element(s)", body,
-                            prim.index_queries, prim.parallel == "local" and only_copies(f)))
+                            prim.index_queries, stages(node)))
 
     def reduce(self, node: Prim, level: str) -> View:
         """Run a sequential reduction; its accumulator (memory chosen by init's toX, else private) is the result."""
