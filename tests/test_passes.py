@@ -169,6 +169,61 @@ def test_vector_lanes_that_become_neighbours_load_as_one_vector():
     assert any(isinstance(f, VLoad) for f in fragments(moved))
 
 
+# ------------------------------------------------------------------------------------------------ peel_padded_loops
+def test_an_innermost_loop_through_padding_is_peeled_at_its_interiors_edges():
+    """out[i] = in[i - 2] of 12 elements padded by two on each side (16 steps): steps 0-1 and 14-15 store the
+    padding's value, steps 2-13 read without a condition; the steps keep their order."""
+    i = var("i", 16)
+    inp, out = mem("in", "global", 12), mem("out", "global", 16)
+    read = guarded(i - 2, Const(12), load(inp, i - 2), literal(0, FLOAT))
+    k = passes.peel_padded_loops(kernel(kir.SeqFor(i, 16, "row", (kir.Store(out, i, read),)), output=out))
+    loops = [s for s in k.body if isinstance(s, kir.SeqFor)]
+    assert [(loop.start, loop.extent) for loop in loops] == [(0, 2), (2, 12), (14, 2)]
+    middle = [s for s in kir.walk(loops[1].body) if isinstance(s, kir.Store)]
+    assert [str(s.value) for s in middle] == ["in[i-2]"] and loops[1].label == "row"
+    edges = [s for loop in (loops[0], loops[2]) for s in kir.walk(loop.body) if isinstance(s, kir.Store)]
+    assert [str(s.value) for s in edges] == ["0.0f", "0.0f"]
+    source, _ = passes.print_opencl(k, {"in": inp}, [], "")
+    assert "for (int i = 2; i < 14; i++)" in source and "?" not in source
+
+
+def test_a_one_step_edge_is_its_body_with_the_variable_a_constant():
+    i = var("i", 10)
+    inp, out = mem("in", "global", 8), mem("out", "global", 10)
+    read = guarded(i - 1, Const(8), load(inp, i - 1), literal(0, FLOAT))
+    k = passes.peel_padded_loops(kernel(kir.SeqFor(i, 10, None, (kir.Store(out, i, read),)), output=out))
+    assert [type(s).__name__ for s in k.body] == ["Store", "SeqFor", "Store"]
+    assert [str(s.offset) for s in (k.body[0], k.body[2])] == ["0", "9"]
+
+
+def test_a_loop_with_a_short_interior_or_with_loops_inside_is_not_peeled():
+    i, k3 = var("i", 3), var("k", 3)
+    inp, out = mem("in", "global", 3), mem("out", "global", 3)
+    tap = kir.Store(out, Const(0), guarded(i - 1, Const(3), load(inp, i - 1), literal(0, FLOAT)))
+    short = kernel(kir.SeqFor(i, 3, "taps", (tap,)), output=out)  # an interior of one step
+    assert passes.peel_padded_loops(short) == short
+    around = kernel(kir.SeqFor(k3, 3, "outer", (kir.SeqFor(i, 3, "taps", (tap,)),)), output=out)
+    assert [type(s) for s in passes.peel_padded_loops(around).body] == [kir.SeqFor]
+
+
+def test_a_padded_copy_runs_a_row_per_work_item_with_an_unconditional_middle():
+    """A channel's padded plane copied by rows (copy_padding's shape for a 2D view): the middle of each row
+    is a plain loop, and the copy equals numpy's padding of the input."""
+    import numpy as np
+
+    program = liftpy.parse("""
+def padcopy(input: [[[float]_10]_9]_3) =
+  mapGlb(1, channel -> mapGlb(0, row -> mapSeq(toGlobal(id), row), channel),
+    map(x -> transpose(map(pad(1, 2, 0.0f), transpose(map(pad(2, 1, 0.0f), x)))), input))
+""")
+    exe = liftpy.compile(program, {})
+    (source,) = exe.sources.values()
+    assert "for (int i = 2; i < 12; i++)" in source
+    x = np.random.default_rng(3).standard_normal((3, 9, 10)).astype(np.float32)
+    out = exe.prepare().run({"input": x}, poison=True).output
+    assert np.array_equal(out.reshape(3, 12, 13), np.pad(x, ((0, 0), (1, 2), (2, 1))))
+
+
 # ------------------------------------------------------------------------------------------------ split_sequential_loops
 def test_index_divisors_form_a_chain():
     j = var("j", 36)

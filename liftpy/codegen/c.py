@@ -214,10 +214,24 @@ def load(mem: Memory, offset: Expr) -> CExpr:
 
 
 def guarded(index: Expr, n: Expr, inside: CExpr, border: CExpr) -> CExpr:
-    """A padded read, or just ``inside`` where the index is provably within ``[0, n)``."""
+    """A padded read, or just ``inside`` where the index is provably within ``[0, n)``, or ``border`` where it
+    is provably outside."""
     if prove_nonneg(index) and prove_lt(index, n):
         return inside
+    if _outside(index, n):
+        return border
     return CExpr(Guarded(index, n, inside, border), atomic=True)
+
+
+def _outside(index: Expr, n: Expr) -> bool:
+    """Whether ``index`` is provably outside ``[0, n)``: below 0 for every binding, or at least ``n``."""
+    return prove_lt(index, 0) or prove_nonneg(as_expr(index) - as_expr(n))
+
+
+def _same_value(inside: CExpr, border: CExpr) -> bool:
+    """Whether a padded read gives the same value either way: its element is itself the padding's value (an
+    inner condition that cannot hold), so no memory is read."""
+    return not any(isinstance(f, (MemRef, VLoad)) for f in fragments(inside)) and inside.render() == border.render()
 
 
 def vector_of(ctype: str, lanes: tuple[CExpr, ...]) -> CExpr:
@@ -283,7 +297,12 @@ def substitute(e: CExpr, change: Callable[[Expr], Expr]) -> CExpr:
             index = change(p.index)
             if prove_nonneg(index) and prove_lt(index, p.n):
                 return go(p.inside).paren()  # the condition holds now: the read is the element
-            return Guarded(index, p.n, go(p.inside), go(p.border))
+            if _outside(index, p.n):
+                return go(p.border).paren()  # it cannot hold: the padding's value
+            inside, border = go(p.inside), go(p.border)
+            if _same_value(inside, border):
+                return border.paren()
+            return Guarded(index, p.n, inside, border)
         if isinstance(p, VectorOf):
             return vector_of(p.ctype, tuple(go(lane) for lane in p.lanes))
         return p

@@ -84,13 +84,15 @@ class ParFor:
 
 @dataclass(frozen=True)
 class SeqFor:
-    """A sequential loop ``for var in [0, extent)``; ``splittable``: its steps may be regrouped into a nest."""
+    """A sequential loop ``for var in [start, start + extent)``; ``splittable``: its steps may be regrouped into
+    a nest. Lowering makes every loop start at 0; only :func:`~.passes.peel_padded_loops` moves the start."""
 
     var: arith.Var
     extent: int
     label: str | None
     body: tuple
     splittable: bool = True
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -235,7 +237,8 @@ def format_kernel(kernel: Kernel) -> str:
                 go(s.body, depth + 1)
             elif isinstance(s, SeqFor):
                 label = f"  // {s.label}" if s.label else ""
-                lines.append(f"{pad}for {s.var.name} < {s.extent}:{label}")
+                bounds = f"{s.start} <= {s.var.name} < {s.start + s.extent}" if s.start else f"{s.var.name} < {s.extent}"
+                lines.append(f"{pad}for {bounds}:{label}")
                 go(s.body, depth + 1)
             elif isinstance(s, Unrolled):
                 lines.append(f"{pad}unrolled:  // {s.label}")

