@@ -420,3 +420,30 @@ def test_an_input_array_given_again_is_read_as_it_is_now():
         np.testing.assert_array_equal(prepared.run({"x": other}).output, other * np.float32(2))
         x[:] = rng.standard_normal(4096).astype(np.float32)
         np.testing.assert_array_equal(prepared.run({"x": x}).output, x * np.float32(2))
+
+
+def test_a_prepared_call_sets_what_changes_and_refuses_what_it_cannot_take():
+    """The weights and the temporaries are a prepared program's arguments once; a call sets its own: a new
+    array, a scalar of its own at each call. A constant given again, an unknown name or a missing input is
+    an error that names it."""
+    import numpy as np
+
+    from liftpy.errors import InputError
+
+    program = liftpy.parse("""
+def scaled(alpha: float, w: [float]_n, x: [float]_n) = {
+  val shifted = mapGlb(0)(a -> a + 1.0f, x)
+  mapGlb(0)((a, b) -> alpha * a + b, zip(shifted, w)) }""")
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal(100).astype(np.float32)
+    prepared = liftpy.compile(program, {"n": 100}).prepare({"w": w})
+    for alpha in (2.0, -0.5, 3.0):
+        x = rng.standard_normal(100).astype(np.float32)
+        out = prepared.run({"x": x, "alpha": alpha}, poison=True).output
+        np.testing.assert_allclose(out, np.float32(alpha) * (x + np.float32(1)) + w, rtol=1e-6)
+    with pytest.raises(InputError, match="cannot change"):
+        prepared.run({"x": x, "alpha": 1.0, "w": w})
+    with pytest.raises(InputError, match="has no input y"):
+        prepared.run({"x": x, "alpha": 1.0, "y": x})
+    with pytest.raises(InputError, match="no input given for alpha"):
+        prepared.run({"x": x})
