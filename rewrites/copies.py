@@ -256,7 +256,7 @@ def copy_padding(function: str | None = None):
 
         # the padded view's outer dimensions (two at most) over work-items, its innermost walked sequentially:
         # a work-item copies rows, whose middle, clear of the padding, is a plain loop (peel_padded_loops).
-        # 64 rows of 114 on PoCL: 0.05 ms, against 0.35 with an element per work-item and its condition
+        # 64 planes of 114 x 114 on PoCL: 0.05-0.12 ms, against 0.23-0.32 with an element per work-item
         parallel_dims = 1 if rank == 1 else min(rank - 1, 2)
 
         def copy_of(array):

@@ -242,8 +242,9 @@ def peel_padded_loops(kernel: kir.Kernel) -> kir.Kernel:
     (index-set splitting): ``for i in [0, lo)``, ``for i in [lo, hi]``, ``for i in (hi, n)``, the same steps
     in the same order. In the middle loop the padding conditions that depend on ``i`` are gone and its reads
     are plain loads the C compiler vectorises; at the edges, the conditions that cannot hold give way to the
-    padding's value. A row of a padded copy on PoCL: 0.11 ms for 64 rows of 114 against 0.58 ms with the
-    conditions in the loop. (A loop with loops inside is versioned per step by :func:`version_padded_reads`.)"""
+    padding's value. A padded copy by rows on PoCL (64 planes of 114 x 114, a row per work-item): 0.11 ms
+    peeled, 0.58 ms with the conditions in the loop. (A loop with loops inside is versioned per step by
+    :func:`version_padded_reads`.)"""
 
     def go(body: tuple) -> tuple:
         out: list = []
