@@ -275,7 +275,7 @@ def copy_padding(function: str | None = None):
             each), the others sequential (an image of the batch)."""
             binder = way[level][0]
             inner = view if level == 0 else way[level - 1][1]
-            walk_with = ("mapGlb", (parallel_dims,)) if level == 0 and parallel_dims < 3 else ("mapSeq", ())
+            walk_with = ("mapGlb", (parallel_dims,)) if level == 0 and rank >= 2 else ("mapSeq", ())
             return Prim(*walk_with, (lam(lambda x: (
                 copy_of(substitute(inner, {binder: x}, names)) if level == 0
                 else copy_along(level - 1, substitute(inner, {binder: x}, names)))), array))
