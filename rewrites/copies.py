@@ -14,7 +14,8 @@ The other direction makes copies:
 * ``relayout(input)``: an input read from a copy with its outer dimension innermost in memory (the automatic
   route's weights of v kernels, one vector load; a kernel that runs once for constant weights);
 * ``copy_padding()``: the padded input copied by a kernel of its own before the computation, which then reads
-  without conditions (the automatic route's ``pad_copy``; the copy runs at every call).
+  without conditions (the automatic route's ``pad_copy``; the copy runs at every call); ``copy_padding(rotate)``
+  holds the copy with its innermost dimension outermost (``pad_copy`` 2).
 """
 
 from __future__ import annotations
@@ -173,7 +174,28 @@ def _padded_view(body: Node) -> Node | None:
     return None
 
 
-def copy_padding(function: str | None = None):
+def rotated(array: Node, rank: int, names) -> Node:
+    """The view of ``array`` (``rank`` dimensions) with its innermost dimension outermost: ``[[[t]_c]_w]_h``
+    becomes ``[[[t]_w]_h]_c`` -- ``transpose o map(transpose)``, recursively."""
+    if rank < 2:
+        return array
+    if rank > 2:
+        x = names.fresh("x")
+        array = Prim("map", (), (Lambda(PVar(x), rotated(Var(x), rank - 1, names)), array))
+    return Prim("transpose", (), (array,))
+
+
+def unrotated(array: Node, rank: int, names) -> Node:
+    """The inverse view of :func:`rotated`: the outermost dimension of ``array`` innermost again."""
+    if rank < 2:
+        return array
+    if rank == 2:
+        return Prim("transpose", (), (array,))
+    x = names.fresh("x")
+    return Prim("map", (), (Lambda(PVar(x), unrotated(Var(x), rank - 1, names)), Prim("transpose", (), (array,))))
+
+
+def copy_padding(function: str | None = None, rotate: bool = False):
     """The padded input copied to memory by a kernel of its own, which the program then reads instead of the
     padding view: every read of the copy is unconditional, where each read through ``pad`` tests whether it
     falls in the padding (the paper's convolutions pad with a copy kernel; ``inline_copies`` is the other
@@ -181,7 +203,13 @@ def copy_padding(function: str | None = None):
     its channels (a zip's component, a split) -- and the copy walks the same maps, so that each map now walks
     the copy's elements; each binder on the way must be read only on the way to the view. The copy runs at
     every call (the input changes): one more kernel, and the padded input's memory. Applies to a lowered
-    program (its maps already placed)."""
+    program (its maps already placed).
+
+    With ``rotate``, the copy holds the padded view with its innermost dimension outermost in memory, and the
+    program reads it through the view that turns it back (:func:`unrotated`): where the padded view reads its
+    input channels-last (``pad2D(channelsLast(image))``), that is the input's own order, so the copy reads and
+    writes whole rows instead of gathering a pixel's channels from planes apart (the route's ``pad_copy`` 2;
+    which layout the computation reads faster is searched)."""
     from liftpy.ir import Program, free_vars, walk
     from liftpy.rewrite.match import Names, count_uses, replace_node, substitute
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
@@ -241,6 +269,8 @@ def copy_padding(function: str | None = None):
             return Failure(f"the padded input {padded_input} is read elsewhere too")
         typed = typecheck(tree).program.function(fun.name)
         rank = len(array_dims(next(n for n in walk(typed.body) if n == view).type)[0])
+        if rotate and rank < 2:
+            return Failure("a padded vector has one layout: there is no dimension to rotate")
         names = Names(names_in(tree))
         copy_name = names.fresh("padded")
 
@@ -260,6 +290,8 @@ def copy_padding(function: str | None = None):
         parallel_dims = 1 if rank == 1 else min(rank - 1, 2)
 
         def copy_of(array):
+            if rotate:
+                array = rotated(array, rank, names)
             if rank == 1:
                 return Prim("mapGlb", (0,), (lam(store), array))
 
@@ -281,15 +313,16 @@ def copy_padding(function: str | None = None):
                 else copy_along(level - 1, substitute(inner, {binder: x}, names)))), array))
 
         copy = copy_of(view) if not way else copy_along(len(way) - 1, read)
-        body = replace_node(fun.body, view, Var(way[0][0]) if way else Var(copy_name))
+        copied = Var(way[0][0]) if way else Var(copy_name)  # the padded view's elements, as the copy holds them
+        body = replace_node(fun.body, view, unrotated(copied, rank, names) if rotate else copied)
         for (_, array), (outer, _) in zip(way, way[1:]):  # each map now walks the copy's elements
             body = replace_node(body, array, Var(outer))
         if way:
             body = replace_node(body, read, Var(copy_name))
         program = tree.replace_function(dataclasses.replace(fun, body=Let(PVar(copy_name), copy, body)))
-        return Success(program, (Step("copy_padding", ()),))
+        return Success(program, (Step("copy_padding", ("rotate",) if rotate else ()),))
 
-    return Strategy(apply, "copy_padding")
+    return Strategy(apply, "copy_padding(rotate)" if rotate else "copy_padding")
 
 
 #: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``) or

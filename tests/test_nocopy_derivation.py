@@ -238,3 +238,37 @@ def test_copy_padding_gives_each_work_item_a_row_of_a_padded_plane():
     expected = sum(padded[:, dy:dy + 6, dx:dx + 9] for dy in range(3) for dx in range(3))
     output = executable.run({"xs": xs}, poison=True).output
     np.testing.assert_allclose(output.reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_copy_padding_rotated_keeps_a_channels_last_image_in_its_own_order():
+    """An image padded channels-last, copied rotated: the copy holds the channels outermost (the image's own
+    order, 4 x 7 x 9), each work-item copying a row whose middle is a plain stride-1 loop, and the windows read
+    it through the view that turns it back. The windows' sums over their channels are numpy's over the
+    zero-padded image; the copy as read (channels innermost) gives the same. A padded vector has no
+    dimension to rotate."""
+    from liftpy.rewrites.copies import copy_padding
+
+    program = liftpy.parse("""def f(image: [[[float]_w]_h]_c) =
+        map(row -> map(win -> reduce(0.0f, (a, e) -> a + e, join(join(win))), row),
+            slide2D((3, 3), (1, 1), pad2D((1, 1, 1, 1), value = 0, channelsLast(image))))""")
+    lowered = liftpy.rewrite.lower_to_opencl(program).program
+    image = np.random.default_rng(8).standard_normal((4, 5, 7)).astype(np.float32)
+    padded = np.pad(image, ((0, 0), (1, 1), (1, 1)))
+    expected = sum(padded[:, dy:dy + 5, dx:dx + 7] for dy in range(3) for dx in range(3)).sum(axis=0)
+    layouts = {}
+    for rotate in (False, True):
+        result = copy_padding(rotate=rotate)(lowered)
+        assert result, result
+        executable = liftpy.compile(result.program, {"c": 4, "h": 5, "w": 7})
+        copy = executable.generated.kernels[0]
+        layouts[rotate] = executable.generated.buffer(copy.produces).shape
+        if rotate:
+            assert "for (int i = 1; i < 8; i++)" in executable.sources[copy.name]
+            assert "image[7*gid0+35*gid1+i-8]" in executable.sources[copy.name]
+        output = executable.run({"image": image}, poison=True).output
+        np.testing.assert_allclose(output.reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+    assert layouts == {False: (7, 9, 4), True: (4, 7, 9)}
+    vector = liftpy.parse("""def f(xs: [float]_n) =
+        map(w -> reduce(0.0f, (a, e) -> a + e, w), slide(3, 1, pad(1, 1, 0.0f, xs)))""")
+    refused = copy_padding(rotate=True)(liftpy.rewrite.lower_to_opencl(vector).program)
+    assert not refused and "one layout" in refused.reason

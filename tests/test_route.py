@@ -188,17 +188,23 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
 def test_the_starting_points_measure_each_kind_of_vectors_once():
     """A search starts from the default -- for a program that pads, the outer level's vectors relaid (the
     inner level's would test the padding in every lane) -- then the inner level's vectors, the outer level's
-    gathered, the relaid ones with the padding copied, and the default with the window walked channel first:
-    valid, distinct configurations the route makes and numpy agrees with."""
+    gathered, the relaid ones with the padding copied, the inner ones with the padding copied rotated (the
+    image's own order: where the inner level has vectors), and the default with the window walked channel
+    first: valid, distinct configurations the route makes and numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     starts = space.starting_points()
     assert starts[0] == space.default() and starts[-1] == {**space.default(), "reorder": 1}
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
-        [(2, 0, 0), (0, 0, 0), (1, 0, 0), (2, 1, 0), (2, 0, 1)]
-    assert all(c["vector"] for c in starts if c["vector_outer"])  # the inner block here may be too narrow
+        [(2, 0, 0), (0, 0, 0), (1, 0, 0), (2, 1, 0), (2, 0, 1)]  # the inner block too narrow for vectors here
+    assert all(c["vector"] for c in starts if c["vector_outer"])
     assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 5
     for config in starts:
         _close(_run(space, config, inputs, sizes), expected)
+    grouped, inputs, sizes, expected = _space("grouped_conv")  # no 2D block of outer vectors; inner ones
+    starts = grouped.starting_points()
+    assert [(c["vector_outer"], c["pad_copy"], c["reorder"], c["vector"]) for c in starts] == \
+        [(0, 0, 0, 4), (0, 2, 0, 4), (0, 0, 1, 4)]
+    _close(_run(grouped, starts[1], inputs, sizes), expected)
     depthwise, *_ = _space("depthwise")  # one blocked level: the default, and its window by columns
     assert depthwise.starting_points() == [depthwise.default(), {**depthwise.default(), "reorder": 1}]
 
