@@ -202,13 +202,25 @@ class Measurer:
         self._ctx = multiprocessing.get_context("spawn")
         self._process = None
         self._conn = None
+        self._start_failures = 0
 
     def _start(self) -> dict | None:
         """A fresh worker, waited for until it is ready; a failure to start as a result (None when ready)."""
+        from ..errors import InputError
+
         parent, child = self._ctx.Pipe()
-        self._process = self._ctx.Process(target=_worker, args=(child, self.device_spec), daemon=True)
-        with _single_threaded_host_libraries():
-            self._process.start()
+        process = self._ctx.Process(target=_worker, args=(child, self.device_spec), daemon=True)
+        try:
+            with _single_threaded_host_libraries():
+                process.start()
+        except RuntimeError as e:  # multiprocessing's refusal when a script tunes as it is imported
+            parent.close()
+            child.close()
+            if "bootstrapping phase" not in str(e):
+                raise
+            raise InputError("the tuner measures in a process of its own, which imports your script again: call "
+                             "liftpy.tune (or tune_program) under `if __name__ == \"__main__\":` in a script") from None
+        self._process = process
         child.close()
         self._conn = parent
         try:
@@ -227,11 +239,21 @@ class Measurer:
         self._process = None
         self._conn = None
 
+    #: workers that failed to start in a row before the search stops: no trial can be measured
+    START_FAILURES = 2
+
     def measure(self, job: Job) -> dict:
         if self._process is None or not self._process.is_alive():
             failure = self._start()
             if failure is not None:
+                self._start_failures += 1
+                if self._start_failures >= self.START_FAILURES:
+                    from ..errors import DeviceError
+
+                    raise DeviceError(f"{failure['cause']}, {self._start_failures} times in a row: no trial can be "
+                                      "measured (its error is printed above)")
                 return {**failure, "check_seed": job.seed}
+            self._start_failures = 0
         start = time.perf_counter()
         self._conn.send(job)
         if not self._conn.poll(self.timeout):
