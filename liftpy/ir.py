@@ -318,6 +318,12 @@ class Program:
 
         return typecheck(self).main_type
 
+    def only(self, name: str | None = None) -> "Program":
+        """The program with the function ``name`` (or the main one) alone: a file's functions are independent
+        (what one calls is inlined), so a whole-program rewrite or lowering then touches that function only."""
+        chosen = self.function(name)
+        return self if self.functions == (chosen,) else dataclasses.replace(self, functions=(chosen,))
+
     def replace_function(self, fun: Function) -> "Program":
         return dataclasses.replace(
             self, functions=tuple(fun if f.name == fun.name else f for f in self.functions)

@@ -99,3 +99,15 @@ def dilated_conv_nchw(x, w, bias, stride=(1, 1), padding=(0, 0, 0, 0), dilation=
             cols = slice(b * dilation[1], b * dilation[1] + (out_w - 1) * stride[1] + 1, stride[1])
             out += np.einsum("nchw,kc->nkhw", xp[:, :, rows, cols], w64[:, :, a, b])
     return out
+
+
+def conv2d_groups_nchw(x, w, bias, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    """PyTorch's F.conv2d in full (x: N x C x H x W, w: K x C/groups x kh x kw, bias: K or None), float64:
+    the channels and the kernels cut into ``groups`` groups, each group's kernels convolved with its own
+    channels (dilated_conv_nchw), the groups' outputs side by side."""
+    k, c = w.shape[0], x.shape[1]
+    kg, cg = k // groups, c // groups
+    bias = np.zeros(k) if bias is None else np.asarray(bias, dtype=np.float64)
+    return np.concatenate([dilated_conv_nchw(x[:, g * cg:(g + 1) * cg], w[g * kg:(g + 1) * kg],
+                                             bias[g * kg:(g + 1) * kg], stride, padding, dilation)
+                           for g in range(groups)], axis=1)

@@ -252,7 +252,7 @@ class RouteSpace:
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
 
-        self.program = program
+        self.program = program.only(function)  # the route's rewrites walk the whole program
         self.sizes = dict(sizes)
         self.device = resolve_device(device)
         self.function = function
@@ -263,16 +263,16 @@ class RouteSpace:
         self._staged: dict[Structure, arith.Expr | None] = {}
         from . import rules
 
-        reordered = topDown(rules.reorderSum)(program)
+        reordered = topDown(rules.reorderSum)(self.program)
         #: the program with its sum walked by columns, where it has such a sum
         self._reordered = reordered.program if isinstance(reordered, Success) else None
         #: the levels the rewrites can block (a level whose map reads its own elements' arrays -- the rows of
         #: an image, whose windows come from the row -- cannot be sunk past them, and is left alone)
         self.levels = tuple(level for level in self._levels() if self._blocked((level.name,), 0)[0] is not None)
         #: whether the program pads an input that a copy can take the place of
-        self.pads = isinstance(self._copy_padding()(program), Success)
+        self.pads = isinstance(self._copy_padding()(self.program), Success)
         #: whether the program has a sum that partial sums can split
-        self.sums = isinstance(partial_sums(arith.Var(PARTIAL_WIDTH))(program), Success)
+        self.sums = isinstance(partial_sums(arith.Var(PARTIAL_WIDTH))(self.program), Success)
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure

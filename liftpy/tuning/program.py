@@ -115,7 +115,7 @@ def naive_program(task: ProgramTask):
     """The program lowered by the naive route (the reference every trial is compared with)."""
     from ..rewrite.strategies import lower_to_opencl
 
-    result = lower_to_opencl(task.load())
+    result = lower_to_opencl(task.load().only(task.function))
     if not result:
         raise InputError(f"{task.path}: the naive route cannot lower this program ({result.reason})")
     return result.program
