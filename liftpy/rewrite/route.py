@@ -50,7 +50,8 @@ and turns each into choices -- integer parameters of one space, sampled with the
 
 ``reorder``, ``pad_copy`` and ``local_memory`` change no tuning parameter: their sketches share the parameter
 space of the same structure without them (``local_memory`` adds that the staged arrays fit the device's local
-memory), and a reordered or staged sketch is made only when a configuration is lowered (a reordered one exists
+memory), and a reordered, staged or rotated-copy sketch is made only when a configuration is lowered (a rotated
+copy exists where the copy does and the padded view has two dimensions or more; a reordered one exists
 where the reordered program can be blocked and vectorised as the structure says, and the structure without the
 reorder can be lowered: the loop order is in views the lowering does not look at; a staged one where a
 work-group's work-items read an array they do not bind), so that the choices do not double the time to build
@@ -269,8 +270,10 @@ class RouteSpace:
         #: the levels the rewrites can block (a level whose map reads its own elements' arrays -- the rows of
         #: an image, whose windows come from the row -- cannot be sunk past them, and is left alone)
         self.levels = tuple(level for level in self._levels() if self._blocked((level.name,), 0)[0] is not None)
-        #: whether the program pads an input that a copy can take the place of
+        #: whether the program pads an input that a copy can take the place of, and a copy rotated too (the
+        #: padded view has two dimensions or more)
         self.pads = isinstance(self._copy_padding()(self.program), Success)
+        self.rotates = self.pads and isinstance(self._copy_padding(rotate=True)(self.program), Success)
         #: whether the program has a sum that partial sums can split
         self.sums = isinstance(partial_sums(arith.Var(PARTIAL_WIDTH))(self.program), Success)
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
@@ -402,11 +405,13 @@ class RouteSpace:
         return self._rewrites[key]
 
     def _exists(self, structure: Structure) -> bool:
-        """Whether a structure has a sketch; for a reordered or staged one, without making it (see the module's
-        docstring)."""
+        """Whether a structure has a sketch; for a reordered, staged or rotated-copy one, without making it (see
+        the module's docstring)."""
         if structure.local_memory and structure not in self._sketches:
             return self._exists(dataclasses.replace(structure, local_memory=0)) \
                 and self._staged_words(structure) is not None
+        if structure.pad_copy == 2 and structure not in self._sketches:  # where the copy is, rotated or not
+            return self.rotates and self._exists(dataclasses.replace(structure, pad_copy=1))
         if structure.reorder and structure not in self._sketches:
             return self._rewritten(structure)[0] is not None \
                 and self.sketch(dataclasses.replace(structure, reorder=0)).program is not None
