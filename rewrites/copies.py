@@ -189,10 +189,11 @@ def unrotated(array: Node, rank: int, names) -> Node:
     """The inverse view of :func:`rotated`: the outermost dimension of ``array`` innermost again."""
     if rank < 2:
         return array
-    if rank == 2:
-        return Prim("transpose", (), (array,))
-    x = names.fresh("x")
-    return Prim("map", (), (Lambda(PVar(x), unrotated(Var(x), rank - 1, names)), Prim("transpose", (), (array,))))
+    array = Prim("transpose", (), (array,))
+    if rank > 2:
+        x = names.fresh("x")
+        array = Prim("map", (), (Lambda(PVar(x), unrotated(Var(x), rank - 1, names)), array))
+    return array
 
 
 def copy_padding(function: str | None = None, rotate: bool = False):
