@@ -4,6 +4,7 @@ tests/reference.py, not against liftpy's own interpreter or naive route."""
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -312,3 +313,24 @@ def test_what_a_group_stages_fits_the_devices_local_memory():
     for structure, values in made:  # the code generator's own count refuses them too
         with pytest.raises(CodegenError, match="bytes of local memory; the device has 32768"):
             local_floats(space.space(structure.shared).specialize(values, space.sketch(structure).program))
+
+
+def test_a_level_of_one_element_takes_no_parallel_dimension():
+    """conv2d.lift for one image and one group: the maps over the images and the groups run once, as
+    sequential loops of one step, and the two parallel levels of the default are the kernels and the rows
+    (a dimension given to the image ran the whole layer in one work-item, on one core)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    sizes = {"N": 1, "C": 3, "H": 7, "W": 6, "K": 24, "groups": 1, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1)}
+    space = RouteSpace(liftpy.load(Path(liftpy.__file__).parent / "nn" / "conv2d.lift"), sizes, function="conv2d")
+    assert {"image", "groupInput"} <= space.unit_levels
+    for config in [space.default(), {**space.default(), "sequential_outer": 1, "parallel": 1}]:
+        executable = liftpy.compile(space.lower(config), sizes, function="conv2d")
+        launch = executable.generated.kernels[-1].launch.global_size
+        assert sum(1 for extent in launch if extent > 1) == config["parallel"]
+        expected = reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
+        output = executable.run({"input": x, "weights": w, "biases": b}, poison=True).output
+        _close(output.reshape(expected.shape), expected)

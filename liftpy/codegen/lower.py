@@ -58,9 +58,14 @@ def _length(node: Node) -> int:
     return t.size.as_int()
 
 
+def _known_length(node: Node) -> int | None:
+    t = node.type
+    return t.size.as_int() if isinstance(t, ArrayType) else None
+
+
 def check_nesting(expr: Node) -> None:
     """Legality: mapLcl only inside mapWrg, no parallel map nested on its own dimension, no mixing of mapGlb
-    with mapWrg, no parallel map inside a sequential one."""
+    with mapWrg, no parallel map inside a sequential one (unless it has a single step)."""
 
     def go(node: Node, wrg: frozenset, lcl: frozenset, glb: frozenset, sequential: str | None):
         outer = (wrg, lcl, glb)
@@ -106,7 +111,7 @@ def check_nesting(expr: Node) -> None:
         if isinstance(node, Prim):
             # only function arguments run inside this primitive; data arguments are computed before it
             inside = sequential
-            if prim.sequential:
+            if prim.sequential and not (prim.is_map and _known_length(node.args[-1]) == 1):  # one step: no loop to sync
                 here = "item" if (lcl or glb) else "group" if wrg else "kernel"
                 inside = (node.name, here)
             expr_slots = [s for s in PRIMITIVES[node.name].slots if not s.static] if not PRIMITIVES[node.name].variadic else []

@@ -9,9 +9,11 @@ and turns each into choices -- integer parameters of one space, sampled with the
   in registers (Lift's reuse rules: ``splitJoin(b)``, the block's map sunk to the reduction by
   ``mapMapInterchange`` and ``mapViewFission``, then ``blockReductions``). At most two levels are blocked:
   a 2D register block, each step reading b1 + b2 values for b1 x b2 products;
-* ``parallel``: how many of the outermost computing levels (after blocking) run as global maps (1 to 3);
-* ``sequential_outer``: whether the outermost level runs sequentially above the parallel ones (a batch of one
-  image should not take one of OpenCL's three dimensions);
+* ``parallel``: how many of the outermost computing levels (after blocking) run as global maps (1 to 3). A
+  level of one element at the space's sizes (a batch of one image, a convolution of one group) is not counted:
+  it runs once, as a sequential loop of one step, and takes none of OpenCL's three dimensions;
+* ``sequential_outer``: whether the outermost level (of more than one element) runs sequentially above the
+  parallel ones;
 * ``unroll``: whether the loops over a block are unrolled (its accumulators then registers);
 * ``vector``: 0, or the width v of OpenCL vectors the innermost blocked level's accumulators are kept in
   (``vectorizeBlock``/``vectorizeInnerBlock``): each step of the reduction one vector operation per v
@@ -89,6 +91,10 @@ from .strategies import (
     when,
 )
 
+#: what a configuration means: raised when the same configuration comes to lower to another program, so that
+#: a database's trials of the earlier meaning are neither resumed nor reported as this one's (2: levels of one
+#: element no longer take a parallel dimension)
+ROUTE_VERSION = 2
 #: the most levels blocked at once (a 2D register block)
 MAX_BLOCKED = 2
 #: the structural choices and their values
@@ -163,14 +169,16 @@ def vectorize_block(width: arith.Expr, outer: bool = False) -> Strategy:
     return topDown(left_choice(rules.vectorizeInnerBlock(width), rules.vectorizeBlock(width)))
 
 
-def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_groups: int = 0) -> Strategy:
+def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_groups: int = 0,
+                   unit_levels: frozenset[str] = frozenset()) -> Strategy:
     """The default lowering with ``parallel`` global levels below ``sequential_outer`` sequential ones (as
-    work-groups of ``local_size`` work-items with ``work_groups``) and, with ``unroll``, the loops over blocks
-    unrolled (so that the accumulators are registers)."""
+    work-groups of ``local_size`` work-items with ``work_groups``), the ``unit_levels`` (one element)
+    sequential and not counted, and, with ``unroll``, the loops over blocks unrolled (so that the accumulators
+    are registers)."""
     from . import rules
 
     local = arith.Var(LOCAL_SIZE) if work_groups else None
-    steps = lowering(parallel=parallel, sequential_outer=sequential_outer, local_size=local)
+    steps = lowering(parallel=parallel, sequential_outer=sequential_outer, local_size=local, unit_levels=unit_levels)
     if unroll:
         steps = steps >> normalize(when(walks_block, "loop over a block")
                                    >> left_choice(rules.mapSeqUnroll, rules.reduceSeqUnroll))
@@ -270,6 +278,9 @@ class RouteSpace:
         #: the levels the rewrites can block (a level whose map reads its own elements' arrays -- the rows of
         #: an image, whose windows come from the row -- cannot be sunk past them, and is left alone)
         self.levels = tuple(level for level in self._levels() if self._blocked((level.name,), 0)[0] is not None)
+        #: the spatial levels of one element at these sizes (a batch of one, one group): sequential, and not
+        #: among the levels ``parallel`` and ``sequential_outer`` count
+        self.unit_levels = frozenset(self._unit_levels())
         #: whether the program pads an input that a copy can take the place of, and a copy rotated too (the
         #: padded view has two dimensions or more)
         self.pads = isinstance(self._copy_padding()(self.program), Success)
@@ -292,6 +303,13 @@ class RouteSpace:
                 if names and extent is not None and extent >= 2 and names[0] not in {level.name for level in out}:
                     out.append(Level(names[0], extent))
         return tuple(out)
+
+    def _unit_levels(self) -> Iterator[str]:
+        for nest in loop_nests(self.program, self.function, self.sizes):
+            for loop in nest.spatial:
+                f = loop.node.args[0]
+                if isinstance(f, Lambda) and arith.as_expr(loop.extent).as_int() == 1:
+                    yield from f.param.names()
 
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
@@ -442,7 +460,7 @@ class RouteSpace:
         if tree is None:
             return Sketch(structure, None, failure)
         lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer,
-                                 structure.work_groups)(tree)
+                                 structure.work_groups, self.unit_levels)(tree)
         if not isinstance(lowered, Success):
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
@@ -701,5 +719,5 @@ class RouteSpace:
         return f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
 
 
-__all__ = ["RouteSpace", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering",
+__all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering",
            "partial_sums"]

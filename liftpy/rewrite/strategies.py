@@ -496,7 +496,8 @@ def is_prim(*names: str) -> Strategy:
 
 
 # ------------------------------------------------------------------------------------------------ named strategies
-def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0, local_size=None) -> Strategy:
+def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0, local_size=None,
+             unit_levels: frozenset[str] = frozenset()) -> Strategy:
     """The default route to OpenCL for a one-kernel program, as in the paper's listing 1:
 
     * the outermost ``parallel`` levels of maps that compute become global maps, the outermost
@@ -514,16 +515,32 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
     ``local_size`` (a size, or a tuning parameter), the parallel levels are work-groups instead: the outer
     ones ``mapWrg`` (one work-item wide), the innermost split into work-groups of ``local_size`` work-items
     (``mapWrg(mapLcl)``) -- the work-group size a GPU needs, and the one PoCL vectorises across on a CPU.
+
+    ``unit_levels`` names the levels of one element at the sizes the program is compiled for (a batch of one
+    image, a convolution of one group): the maps binding them run sequentially, a loop of one iteration, and
+    neither the parallel levels nor ``sequential_outer`` count them -- a dimension given to such a map runs
+    one work-item in it, and a conv2d layer of one image and one group ran on one core.
     """
     from . import rules
 
     if parallel not in (1, 2, 3):
         raise RewriteError(f"lowering: parallel must be 1, 2 or 3 (OpenCL's dimensions), got {parallel}")
-    compute_map = when(is_compute_map, "compute map")
+    def is_unit(tree) -> bool:
+        return is_compute_map(tree) and isinstance(tree.args[0], Lambda) \
+            and not unit_levels.isdisjoint(tree.args[0].param.names())
+
+    unit = when(is_unit, "map over one element")
+    compute_map = when(lambda tree: is_compute_map(tree) and not is_unit(tree), "compute map")
+
+    def past_units(build: Callable[[], Strategy]) -> Strategy:  # build(), or unit maps made sequential around it
+        skipping = _Lazy(lambda: left_choice(
+            unit >> rules.mapSeq >> function_arg(try_(top_down_where(skipping, not_reduction))), build()), "past units")
+        return skipping
 
     def level(k: int) -> Strategy:  # this computing map as mapGlb(k - 1), the next k - 1 levels inside it below
         s = compute_map >> rules.mapGlb(k - 1)
-        return s >> function_arg(try_(top_down_where(level(k - 1), not_reduction))) if k > 1 else s
+        return past_units(lambda: s >> function_arg(try_(top_down_where(level(k - 1), not_reduction)))
+                          if k > 1 else s)
 
     def local_level(d: int) -> Strategy:  # this computing map as work-groups of local_size work-items
         return rules.splitJoin(local_size) >> topDown(
@@ -531,19 +548,19 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
 
     def group_level(k: int) -> Strategy:  # mapWrg(k - 1) with the next levels inside, or the innermost split
         if k == 1:
-            return compute_map >> local_level(0)
+            return past_units(lambda: compute_map >> local_level(0))
         deeper = rules.mapWrg(k - 1) >> function_arg(top_down_where(group_level(k - 1), not_reduction))
-        return compute_map >> left_choice(deeper, local_level(k - 1))
+        return past_units(lambda: compute_map >> left_choice(deeper, local_level(k - 1)))
 
     parallel_levels = level if local_size is None else group_level
 
     def outer(k: int) -> Strategy:  # this computing map sequential, the next levels below it
-        return compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), not_reduction)) \
+        return past_units(lambda: compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), not_reduction))) \
             if k else parallel_levels(parallel)
 
     steps = [
         try_(topDown(outer(sequential_outer))),
-        normalize(compute_map >> rules.mapSeq),
+        normalize(when(is_compute_map, "compute map") >> rules.mapSeq),
         normalize(rules.reduceSeq),
         normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateVectorRow,
                                 rules.privateAccumulator)),

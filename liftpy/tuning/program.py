@@ -1,8 +1,8 @@
 """Tuning any program: the automatic route's space searched and measured, the result in the tuning database.
 
 A :class:`ProgramTask` is a program file at given sizes; its key in the database is the program's structure
-(its text as the printer writes it, hashed) and the sizes, so that renaming the file or reformatting it keeps
-its trials. A trial lowers one configuration of :class:`liftpy.rewrite.route.RouteSpace`, builds it, runs it
+(its text as the printer writes it, hashed), the sizes and what a configuration means (``ROUTE_VERSION``), so
+that renaming the file or reformatting it keeps its trials. A trial lowers one configuration of :class:`liftpy.rewrite.route.RouteSpace`, builds it, runs it
 once on inputs drawn for the trial with its output and intermediate buffers filled with NaN, and compares
 the output with the *naive* route's (``lower_to_opencl``: every reduction a plain sequential loop, no block)
 run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, since the interpreter is too
@@ -72,7 +72,9 @@ class ProgramTask:
         text = pretty(self.load())
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         sizes = " ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
-        return f"program {digest} {self.load().function(self.function).name} {sizes}"
+        from ..rewrite.route import ROUTE_VERSION
+
+        return f"program {digest} {self.load().function(self.function).name} {sizes} route{ROUTE_VERSION}"
 
     @property
     def label(self) -> str:
