@@ -644,15 +644,21 @@ class RouteSpace:
 
     def default(self) -> dict[str, int]:
         """The route's choice without tuning. Where the program pads, the vectors of a 2D block along its outer
-        level, its inputs relaid (see :meth:`_outer_vectors`): vectors along the inner level would read
-        through the padding, one test per lane and read, and on the 3x3 convolutions they were 3-4x slower
-        (conv+bias+ReLU 3.46 against 1.10 ms, grouped 1.42 against 0.31 ms, best of 200 trials each). Else
-        the inner level's vectors (:meth:`_inner_default`)."""
+        level, its inputs relaid (see :meth:`_outer_vectors`), the padding copied: vectors along the inner
+        level would read through the padding, one test per lane and read, and on the 3x3 convolutions they
+        were 3-4x slower (conv+bias+ReLU 3.46 against 1.10 ms, grouped 1.42 against 0.31 ms, best of 200
+        trials each); read through the padding view, the relaid vectors were 1.0-1.8x slower than with the
+        copy on eight of nine 3x3 layers from 3 to 512 channels (VGG-16's layer 0, of three channels, 0.85x).
+        Where no vectors are relaid, the inner level's vectors (:meth:`_inner_default`), the padding copied
+        rotated where the program pads (its pixels side by side, as the vectors read them: a depthwise 3x3
+        layer of 64 channels 0.47 ms against 0.73 copied as read and 1.12 through the view)."""
         inner = self._inner_default()
         if self.pads:
-            relaid = [c for c in self._outer_vectors(inner) if c["vector_outer"] == 2]
-            if relaid:
-                return relaid[0]
+            relaid = [{**c, "pad_copy": 1} for c in self._outer_vectors(inner) if c["vector_outer"] == 2]
+            rotated = [{**inner, "pad_copy": 2}] if inner["vector"] and self.rotates else []
+            for config in relaid + rotated:
+                if self.valid(config):
+                    return config
         return inner
 
     def _inner_default(self) -> dict[str, int]:
@@ -696,12 +702,12 @@ class RouteSpace:
 
     def starting_points(self) -> list[dict[str, int]]:
         """The default first, then each other kind of vectors once -- along the inner level, along a 2D
-        block's outer level gathered and relaid (:meth:`_outer_vectors`) -- and the relaid ones with the
-        padding copied, the inner vectors with the padding copied rotated (its pixels side by side, as the
-        vectors read them), and the default with its sum's loops in the other order, where the space has them: so
-        that a short tuning does not wait for random trials to find the kind that fits the program's layouts
-        (a matrix product's relaid outer vectors were 1.3x slower than its inner ones; on PoCL the padding's
-        copy lost in every program that pads, by 1.6-12x; the paper's GPU pipelines pad by a copy; a grouped
+        block's outer level gathered and relaid (:meth:`_outer_vectors`), reading through the padding view --
+        and the relaid ones with the padding copied, the inner vectors with the padding copied rotated (its
+        pixels side by side, as the vectors read them), and the default with its sum's loops in the other
+        order, where the space has them: so that a short tuning does not wait for random trials to find the
+        kind that fits the program's layouts (a matrix product's relaid outer vectors were 1.3x slower than its
+        inner ones; whether the padding is best copied depends on the layer, see :meth:`default`; a grouped
         convolution's best 200 trials walked the window channel first, 0.297 ms against 0.314 as written)."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
