@@ -340,8 +340,8 @@ def cmd_conv(args) -> int:
     plan = nnconv.plan(layer, config, device=args.device, algorithm=args.algorithm)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
-    w = (rng.standard_normal((layer.kernels, layer.channels, layer.kernel_height, layer.kernel_width)) /
-         np.sqrt(layer.channels * layer.kernel_height * layer.kernel_width)).astype(np.float32)
+    w = (rng.standard_normal(layer.weight_shape) /
+         np.sqrt(layer.group_channels * layer.kernel_height * layer.kernel_width)).astype(np.float32)
     b = rng.standard_normal(layer.kernels).astype(np.float32)
     result = plan.run(x, w, b, repeat=args.repeat, warmup=1, check=True)
     print(layer.describe() + f", batch {layer.batch}")
@@ -384,8 +384,11 @@ def _layer_from_args(args):
         padding = []
     if len(padding) not in (1, 4):
         raise InputError(f"--padding expects an int or top,bottom,left,right, got {args.padding!r}")
+    dilation = _shape(args.dilation, "dilation", 1) * 2 if "x" not in args.dilation \
+        else _shape(args.dilation, "dilation", 2)
     return nnconv.make_layer(_shape(args.input, "input", 3), _shape(args.kernels, "kernels", 3), stride,
-                             padding[0] if len(padding) == 1 else padding, batch=getattr(args, "batch", 1))
+                             padding[0] if len(padding) == 1 else padding, batch=getattr(args, "batch", 1),
+                             dilation=dilation, groups=args.groups)
 
 
 def _program_task(args, option: str):
@@ -412,6 +415,8 @@ def cmd_tune(args) -> int:
         return _tune_program(args)
     # everything a user can get wrong is refused before the first trial (and before the line announcing them)
     layer = _layer_from_args(args)
+    if args.algorithm in (None, "route"):
+        return _tune_layer_route(args, layer)
     resolve_algorithms(args.algorithm)
     get_device(args.device)
     _tuning_db(args.db, create=True).close()
@@ -425,6 +430,28 @@ def cmd_tune(args) -> int:
         best = min(ok, key=lambda t: t.time_ms)
         print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), "
               f"{(best.memory_bytes or 0) / 2**20:.1f} MiB, {best.algorithm} {best.config}")
+    return 0
+
+
+def _tune_layer_route(args, layer) -> int:
+    """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
+    program is, the weights and biases constant; liftpy.nn finds the result in the database."""
+    from .nn.conv import route_task
+    from .runtime import get_device
+    from .tuning.search import tune_program
+
+    task = route_task(layer)
+    get_device(args.device)
+    _tuning_db(args.db, create=True).close()
+    print(f"tuning {layer.describe()} through the automatic route on the "
+          f"{'default device' if args.device is None else args.device}, {args.trials} trials, database {args.db}",
+          file=sys.stderr)
+    best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
+                        seed=args.seed, function=task.function, constants=task.constants, repeat=args.repeat,
+                        timeout=args.timeout)
+    ok = [t for t in best.trials if t.status == "ok"]
+    print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
+    print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), route {best.config}")
     return 0
 
 
@@ -476,6 +503,11 @@ def cmd_report(args) -> int:
         raise InputError("--program and --network: report one or the other")
     subject = _program_task(args, "program") if args.program else None if args.network else _layer_from_args(args)
     db = _tuning_db(args.db)
+    if subject is not None and not args.program:  # a layer: its route's trials where it was tuned through it
+        from .nn.conv import route_task
+
+        if db.trials(route_task(subject), args.device) or not db.trials(subject, args.device):
+            subject = route_task(subject)
     out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
     # the figures are the only files a report writes; by default they go beside the database
     with writing(*(("-o", args.output) if args.output else
@@ -497,9 +529,11 @@ def cmd_export(args) -> int:
 
     layer = _layer_from_args(args)
     db = _tuning_db(args.db)
-    best = db.best(layer, args.device)
-    if best is None:
-        raise InputError(f"{args.db} has no correct trial for {layer.describe()}")
+    found = [t for t in (db.best(nnconv.route_task(layer), args.device), db.best(layer, args.device)) if t is not None]
+    if not found:
+        raise InputError(f"{args.db} has no correct trial for {layer.describe()} (tune it with liftpy tune --layer, "
+                         f"or its shape's options)")
+    best = min(found, key=lambda t: t.time_ms)  # the route's or a hand-written pipeline's
     plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
     notes = Path(args.output) / "README.txt"
     with writing("-o", args.output):
@@ -551,7 +585,7 @@ def cmd_devices(args) -> int:
 
 # ------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
-    from .nn.conv import ALGORITHMS, DEFAULT_ALGORITHM, TUNED_ALGORITHMS
+    from .nn.conv import ALGORITHMS, DEFAULT_ALGORITHM, ROUTE, TUNED_ALGORITHMS
 
     parser = Parser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -618,13 +652,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--stride", default="1", help="an int or HxW (default 1)")
         p.add_argument("--padding", default="0", help="an int, or top,bottom,left,right (default 0)")
         p.add_argument("--batch", type=positive_int, default=1, help="images per run (default 1)")
+        p.add_argument("--dilation", default="1", help="the taps' spacing: an int or HxW (default 1)")
+        p.add_argument("--groups", type=positive_int, default=1,
+                       help="groups of channels and kernels, each kernel seeing its group's (default 1; "
+                            "the channels for a depthwise layer)")
         if db:
             p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
 
     p = add("conv", "run one convolution layer on the device, checked against the reference", cmd_conv)
     layer_options(p, db=False)
-    p.add_argument("--algorithm", choices=list(ALGORITHMS),
-                   help="the pipeline: " + "; ".join(f"{a.name}: {a.doc}" for a in ALGORITHMS.values())
+    p.add_argument("--algorithm", choices=[ROUTE, *ALGORITHMS],
+                   help=f"{ROUTE}: the convolution at the high level (liftpy/nn/conv2d.lift) through the automatic "
+                        "route; or a hand-written pipeline: " + "; ".join(f"{a.name}: {a.doc}" for a in ALGORITHMS.values())
                    + f" (default {DEFAULT_ALGORITHM})")
     p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")

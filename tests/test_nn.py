@@ -35,7 +35,7 @@ def small_layers(draw):
                 padding=(top, bottom, left, right))
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", ["route", *ALGORITHMS])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layer=small_layers(), seed=st.integers(0, 1000))
 def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
@@ -50,7 +50,7 @@ def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
     assert_matches(out, conv2d_nchw(x, w, b, layer["stride"], layer["padding"]))
 
 
-SCALED = [(name, algorithm) for name in VGG16 for algorithm in ALGORITHMS]
+SCALED = [(name, algorithm) for name in VGG16 for algorithm in ["route", *ALGORITHMS]]
 
 
 @pytest.mark.parametrize("name, algorithm", SCALED, ids=[f"{n}-{a}" for n, a in SCALED])
@@ -122,12 +122,27 @@ BAD_CALLS = [
     ("wrong dtype", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3), dtype=np.float64), {}, InputError, "dtype float64"),
     ("wrong rank", dict(x=(2, 8, 8), w=(4, 2, 3, 3)), {}, InputError, "must have 4 dimensions"),
     ("bias of the wrong length", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3), b=3), {}, InputError, "b must have shape (4,)"),
-    ("dilation", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"dilation": 2}, InputError, "not supported yet"),
-    ("groups", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"groups": 2}, InputError, "not supported yet"),
+    ("dilated kernel larger than the padded input", dict(x=(1, 2, 6, 6), w=(4, 2, 3, 3)), {"dilation": 3}, InputError,
+     "spanning 7x7 dilated"),
+    ("zero dilation", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"dilation": (1, 0)}, InputError, "dilation must be at least 1"),
+    ("groups not dividing the kernels", dict(x=(1, 4, 8, 8), w=(3, 2, 3, 3)), {"groups": 2}, InputError,
+     "groups (2) must divide"),
+    ("channels per group", dict(x=(1, 4, 8, 8), w=(4, 1, 3, 3)), {"groups": 2}, InputError,
+     "expect 2 input channels (1 in each of 2 groups), the input has 4"),
+    ("zero groups", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"groups": 0}, InputError, "groups must be a positive integer"),
+    ("groups in a hand-written pipeline", dict(x=(1, 4, 8, 8), w=(4, 2, 3, 3)), {"groups": 2, "algorithm": "direct"},
+     InputError, "has no dilation or groups"),
+    ("unknown algorithm", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"algorithm": "fast"}, InputError, "unknown algorithm"),
     ("zero stride", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"stride": 0}, InputError, "stride must be at least 1"),
-    ("invalid configuration", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": {"σ": 3, "κ": 3, "v": 2}},
-     ConstraintError, "not valid"),
-    ("unknown parameter", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": {"tile": 3}}, ConstraintError, "lacks"),
+    ("invalid configuration", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
+     {"config": {"σ": 3, "κ": 3, "v": 2}, "algorithm": "direct"}, ConstraintError, "not valid"),
+    ("unknown parameter", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": {"tile": 3}, "algorithm": "direct"},
+     ConstraintError, "lacks"),
+    ("configuration of the route lacking its choices", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
+     {"config": {"parallel": 2, "tile": 3}}, ConstraintError, "has the choices"),
+    ("block of the route not dividing its level", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
+     {"config": {"parallel": 2, "sequential_outer": 0, "unroll": 1, "local_size": 0, "block.kernelWeights": 3,
+                 "block.window": 1}}, ConstraintError, "not valid"),
 ]
 
 
@@ -144,7 +159,8 @@ def test_bad_calls_are_refused_clearly(name, shapes, kwargs, error, message):
 
 def test_invalid_configuration_names_the_violated_constraints():
     with pytest.raises(ConstraintError) as info:
-        nn.conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32), config={"σ": 3, "κ": 3, "v": 2})
+        nn.conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32), config={"σ": 3, "κ": 3, "v": 2},
+                  algorithm="direct")
     notes = " ".join(info.value.notes)
     assert "split@conv_direct.lift" in notes and "4 % κ == 0" in notes  # 3 kernels per group do not divide 4
     assert "κ % v == 0" in notes  # nor does a vector width of 2 divide 3
@@ -169,8 +185,8 @@ def test_memory_footprint_is_smaller_than_im2col():
 
 
 def test_conv_space_by_name_and_by_shapes():
-    by_name = nn.conv_space("vgg16.7")
-    by_shape = nn.conv_space(input=(128, 112, 112), kernels=(128, 3, 3), stride=1, padding=1)
+    by_name = nn.conv_space("vgg16.7", algorithm="direct")
+    by_shape = nn.conv_space(input=(128, 112, 112), kernels=(128, 3, 3), stride=1, padding=1, algorithm="direct")
     assert [p.name for p in by_name.parameters] == [p.name for p in by_shape.parameters] == ["σ", "κ", "v"]
     assert by_name.sample(5, seed=0) == by_shape.sample(5, seed=0)
     paper = nn.conv_space("vgg16.7", algorithm="paper")
@@ -190,6 +206,7 @@ WEIGHTS_FOR = {
 # an int standing for both directions (stride) or all four sides (padding)
 CONV_COMMANDS = [
     pytest.param((8, 12, 10), (8, 3, 3), 1, 1, 1, None, id="default"),
+    pytest.param((8, 12, 10), (8, 3, 3), 1, 1, 1, "direct", id="direct"),
     pytest.param((5, 9, 11), (6, 3, 2), (2, 1), (1, 0, 2, 1), 2, "rows-nocopy", id="rows-nocopy-batch-2-uneven"),
     pytest.param((4, 7, 8), (4, 2, 3), (1, 2), (0, 1, 1, 0), 2, "direct-chw", id="direct-chw-batch-2-uneven"),
     pytest.param((3, 8, 7), (4, 3, 3), 2, 1, 1, "derived-direct", id="derived-direct"),
@@ -237,7 +254,7 @@ def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, 
     chosen = re.search(r"^algorithm (\S+), configuration (\{[^}]*\}), device", out, re.M)
     assert chosen, out
     chosen_algorithm, config = chosen.group(1), ast.literal_eval(chosen.group(2))
-    assert chosen_algorithm == (algorithm or chosen_algorithm) and chosen_algorithm in ALGORITHMS
+    assert chosen_algorithm == (algorithm or "route")
 
     (c, h, w), (k, kh, kw) = shape, kernels
     stride = (stride, stride) if isinstance(stride, int) else stride
@@ -245,6 +262,11 @@ def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, 
     rng = np.random.default_rng(11)
     x, weights, bias = random_layer_arrays(rng, batch, c, h, w, k, kh, kw)
     expected = conv2d_nchw(x, weights, bias, stride, padding)
+    if chosen_algorithm == "route":  # the high-level program takes PyTorch's layouts and relays them itself
+        got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": weights, "biases": bias}, tmp_path / "y.npy")
+        assert got.size == expected.size
+        assert_matches(got.reshape(expected.shape), expected)
+        return
     arranged = WEIGHTS_FOR[ALGORITHMS[chosen_algorithm].weights](weights, config.get("κ", 1))
     if chosen_algorithm in ("derived", "derived-direct"):  # listing 3's layouts, one image (H x W x C) a run
         got = np.stack([_run_host_script(out_dir, tmp_path, {"inputData": image.transpose(1, 2, 0),

@@ -1,16 +1,21 @@
 """Convolution layers with PyTorch's ``conv2d`` semantics, compiled by liftpy and run through PyOpenCL.
 
-Two pipelines, both written in the language (``liftpy/nn/*.lift``) and compiled like any program:
+By default (``algorithm="route"``) a layer is the convolution written at the high level
+(``liftpy/nn/conv2d.lift``: stride, padding, dilation, groups) compiled through the automatic route
+(:mod:`liftpy.rewrite.route`): its configuration is the tuning database's best for the layer and device (``liftpy
+tune --layer``), else the route's default; the weights are given as PyTorch has them (OIHW), and the layout
+change the chosen program wants is a kernel of the program, run once when a layer is prepared.
+
+The hand-written low-level pipelines (``liftpy/nn/*.lift``, :data:`ALGORITHMS`) are still there by name,
+each with its parameter space (:func:`conv_space`) and its numpy weight layout (:data:`WEIGHT_LAYOUTS`):
 
 * ``"paper"``: the paper's section 4.2 (``conv_pipeline.lift``): padding, partial convolution over tiles
   (θ, ρ, κ, σ, ω, v), summing the partial results (with the bias and the crop);
-* ``"direct"`` (the default): an extension of the space for CPUs and wide vectors (``conv_direct.lift``):
-  each work-item computes σ pixels x κ kernels over the whole window, vectorised over kernels.
+* ``"direct"``: an extension of the space for CPUs and wide vectors (``conv_direct.lift``): each work-item
+  computes σ pixels x κ kernels over the whole window, vectorised over kernels; and their variants.
 
-Every configuration comes from the parameter space (:func:`conv_space`): the constraints the types imply,
-the device's limits, and the ones the paper adds by hand (tiles cover the padded input exactly and start on
-the window grid). A configuration given by the user is checked first and refused with the violated
-constraints named. A plan's first run is checked against a float64 numpy reference.
+A configuration given by the user is checked first and refused with the reason. A plan's first run is
+checked against a float64 numpy reference.
 """
 
 from __future__ import annotations
@@ -115,7 +120,9 @@ ALGORITHMS = {
 }
 #: the algorithms that are listing 3 rewritten (one image per run, listing 3's layouts)
 DERIVED = ("derived", "derived-direct")
-DEFAULT_ALGORITHM = "direct"
+#: the automatic route on the high-level convolution (conv2d.lift): the algorithm of a layer not told otherwise
+ROUTE = "route"
+DEFAULT_ALGORITHM = ROUTE
 #: what the tuner searches when not told: the pipelines built for CPUs and wide vectors (the paper's
 #: pipeline is ten times slower on a CPU; ask for it by name). Without a padded copy, direct-chw-nocopy wins
 #: where the input's planes are large (most work-items see no padding); direct-chw's copy is cheaper than
@@ -136,6 +143,30 @@ def algorithm_program(name: str):
     if algorithm.derive is not None:
         program = algorithm.derive()(program).program
     return program
+
+
+def route_task(layer: ConvLayer):
+    """The layer as a program to tune: conv2d.lift's ``conv2d`` at the layer's sizes, its weights and biases
+    constant (a layer without a bias computes with zeros: one tuning serves both)."""
+    from ..tuning.program import ProgramTask
+
+    path = str(resources.files("liftpy.nn").joinpath("conv2d.lift"))
+    sizes = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,
+                 groups=layer.groups, kernelHeight=layer.kernel_height, kernelWidth=layer.kernel_width,
+                 padSize=layer.padding, stride=layer.stride, dilation=layer.dilation)
+    return ProgramTask(path, tuple(sorted(sizes.items())), "conv2d", ("weights", "biases"))
+
+
+_ROUTE_SPACES: dict[tuple, object] = {}
+
+
+def route_space(layer: ConvLayer, device):
+    """The automatic route's space of a layer on a live device (a pyopencl.Device), built once."""
+    task = route_task(layer)
+    key = (task, device.int_ptr)
+    if key not in _ROUTE_SPACES:
+        _ROUTE_SPACES[key] = task.space(device)
+    return _ROUTE_SPACES[key]
 
 
 # ------------------------------------------------------------------------------------------------ arguments
@@ -169,21 +200,36 @@ def normalize_padding(padding) -> tuple[int, int, int, int]:
     return values
 
 
-def make_layer(input_shape, kernel_shape, stride=1, padding=0, batch=1, name="layer") -> ConvLayer:
+def _groups(groups) -> int:
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise InputError(f"groups must be a positive integer, got {groups!r}")
+    return int(groups)
+
+
+def make_layer(input_shape, kernel_shape, stride=1, padding=0, batch=1, name="layer", dilation=1,
+               groups=1) -> ConvLayer:
     """A layer from (C, H, W) and (K, kh, kw), checked for sense."""
     channels, height, width = (int(v) for v in input_shape)
     kernels, kh, kw = (int(v) for v in kernel_shape)
     stride = _pair(stride, "stride")
+    dilation = _pair(dilation, "dilation")
     padding = normalize_padding(padding)
     if min(channels, height, width, kernels, kh, kw, batch) < 1:
         raise InputError(f"every size must be at least 1: input {input_shape}, kernels {kernel_shape}, batch {batch}")
     if min(stride) < 1:
         raise InputError(f"stride must be at least 1, got {stride}")
+    if min(dilation) < 1:
+        raise InputError(f"dilation must be at least 1, got {dilation}")
+    groups = _groups(groups)
+    if channels % groups or kernels % groups:
+        raise InputError(f"groups ({groups}) must divide the input channels ({channels}) and the kernels ({kernels})")
+    layer = ConvLayer(name, channels, height, width, kernels, kh, kw, stride, padding, batch, dilation, groups)
     top, bottom, left, right = padding
-    if kh > height + top + bottom or kw > width + left + right:
-        raise InputError(f"the kernel ({kh}x{kw}) is larger than the padded input "
+    if layer.span[0] > height + top + bottom or layer.span[1] > width + left + right:
+        spanned = f" spanning {layer.span[0]}x{layer.span[1]} dilated" if dilation != (1, 1) else ""
+        raise InputError(f"the kernel ({kh}x{kw}{spanned}) is larger than the padded input "
                          f"({height + top + bottom}x{width + left + right})")
-    return ConvLayer(name, channels, height, width, kernels, kh, kw, stride, padding, batch)
+    return layer
 
 
 # ------------------------------------------------------------------------------------------------ the space
@@ -203,7 +249,8 @@ def _sizes(layer: ConvLayer, algorithm: str) -> dict:
 def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None, stride=1, padding=0, batch=1,
                device=None, algorithm: str | None = None) -> ParameterSpace:
     """The parameter space of a layer's whole pipeline: ``conv_space("vgg16.7")`` or
-    ``conv_space(input=(256, 28, 28), kernels=(512, 3, 3), stride=1, padding=1, device=...)``."""
+    ``conv_space(input=(256, 28, 28), kernels=(512, 3, 3), stride=1, padding=1, device=...)``; for the
+    automatic route (the default algorithm) its :class:`~liftpy.rewrite.route.RouteSpace` on the live device."""
     if isinstance(layer, str):
         layer = named_layer(layer)
     if layer is None:
@@ -211,6 +258,10 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
             raise InputError("give a layer name, or input=(C, H, W) and kernels=(K, kh, kw)")
         layer = make_layer(input, kernels, stride, padding, batch)
     algorithm = algorithm or DEFAULT_ALGORITHM
+    if algorithm == ROUTE:
+        from ..runtime import get_device
+
+        return route_space(layer, get_device(device))
     program = algorithm_program(algorithm)
     kh, kw, (s1, s2) = layer.kernel_height, layer.kernel_width, layer.stride
     top, bottom, left, right = layer.padding
@@ -316,6 +367,8 @@ class ConvPlan:
     def constants(self, w: np.ndarray, b: np.ndarray | None) -> dict[str, np.ndarray]:
         """The pipeline's fixed inputs: the weights rearranged for it and the biases (zeros when there are none)."""
         bias = np.zeros(self.layer.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
+        if self.algorithm == ROUTE:  # as PyTorch has them: the program relays them itself, once
+            return {"weights": np.ascontiguousarray(w, dtype=np.float32), "biases": bias}
         weights = arrange_weights(ALGORITHMS[self.algorithm].weights, w, self.config)
         if self.algorithm in DERIVED:  # listing 3's names
             return {"kernelsWeights": weights, "kernelsBiases": bias}
@@ -368,7 +421,7 @@ class BoundConv:
         error = None
         if checking:
             w, b = weights
-            error = conv2d_error(output, x, np.asarray(w), b, L.stride, L.padding)
+            error = conv2d_error(output, x, np.asarray(w), b, L.stride, L.padding, L.dilation, L.groups)
             if not error <= 1:
                 raise LiftError(
                     f"the generated {plan.algorithm} pipeline for {L.describe()} with {plan.config} differs from "
@@ -396,15 +449,20 @@ _PLANS: dict[tuple, ConvPlan] = {}
 
 
 def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
-    """The fastest correct configuration the tuning database knows for this layer and device, if any."""
+    """The fastest correct trial the tuning database knows for this layer and device, if any: the automatic
+    route's (its trials are the layer's program's, :func:`route_task`), or a named pipeline's."""
+    from pathlib import Path
+
     from ..runtime import device_info
     from ..tuning.db import TuningDB, default_db_path
 
     path = db or default_db_path()
-    if not path or not __import__("pathlib").Path(path).exists():
+    if not path or not Path(path).exists():
         return None
     database = TuningDB(path)
     try:
+        if (algorithm or DEFAULT_ALGORITHM) == ROUTE:
+            return database.best(route_task(layer), device_info(device).name, ROUTE)
         return database.best(layer, device_info(device).name, algorithm)
     finally:
         database.close()
@@ -412,34 +470,68 @@ def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
 
 def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None, algorithm: str | None = None,
          space: ParameterSpace | None = None, db=None) -> ConvPlan:
-    """Compile a layer's pipeline for a configuration (checked against the space). Without a configuration:
-    the best one the tuning database knows for this layer and device, else the default rule."""
+    """Compile a layer for a configuration (checked against its space). Without a configuration: the best one
+    the tuning database knows for this layer and device, else the default (the route's, or a pipeline's
+    rule). ``algorithm``: the automatic route (the default) or a hand-written pipeline by name."""
     from ..runtime import compile as compile_program, get_device
 
     dev = get_device(device)
     config = _check_config(config)
+    algorithm = algorithm or DEFAULT_ALGORITHM
+    if algorithm != ROUTE and algorithm not in ALGORITHMS:
+        raise InputError(f"unknown algorithm {algorithm!r} (known: {ROUTE}, {', '.join(ALGORITHMS)})")
+    if algorithm != ROUTE and (layer.dilation != (1, 1) or layer.groups != 1):
+        raise InputError(f"the hand-written pipeline {algorithm} has no dilation or groups: leave algorithm unset "
+                         f"(the automatic route)")
     if config is None and space is None:
         known = best_known(layer, dev, algorithm, db)
         if known is not None:
-            algorithm, config = known.algorithm, known.config
-    algorithm = algorithm or DEFAULT_ALGORITHM
-    space = space or conv_space(layer, device=dev, algorithm=algorithm)
-    if config is None:
-        config = default_config(space, algorithm)
-    verdict = space.check(config)
-    if not verdict:
-        raise ConstraintError(f"configuration {config} is not valid for {layer.describe()}",
-                              notes=tuple(str(c) for c in verdict.violated))
-    key = (layer, algorithm, tuple(sorted(config.items())), dev.int_ptr)
-    if key not in _PLANS:
+            config = route_task(layer).complete(known.config) if algorithm == ROUTE else known.config
+    key = (layer, algorithm, tuple(sorted(config.items())) if config else None, dev.int_ptr)
+    if key in _PLANS:
+        return _PLANS[key]
+    if algorithm == ROUTE:
+        made = _route_plan(layer, config, dev)
+    else:
+        space = space or conv_space(layer, device=dev, algorithm=algorithm)
+        if config is None:
+            config = default_config(space, algorithm)
+        verdict = space.check(config)
+        if not verdict:
+            raise ConstraintError(f"configuration {config} is not valid for {layer.describe()}",
+                                  notes=tuple(str(c) for c in verdict.violated))
         sizes = {**_sizes(layer, algorithm), **config}
-        _PLANS[key] = ConvPlan(layer, algorithm, config, compile_program(algorithm_program(algorithm), sizes, dev))
-    return _PLANS[key]
+        made = ConvPlan(layer, algorithm, config, compile_program(algorithm_program(algorithm), sizes, dev))
+    _PLANS[key] = made
+    return made
+
+
+def _route_plan(layer: ConvLayer, config: dict[str, int] | None, device) -> ConvPlan:
+    """The layer's program lowered by the automatic route for ``config`` (None: the route's default)."""
+    from ..errors import RewriteError, SizeError
+    from ..runtime import compile as compile_program
+
+    task = route_task(layer)
+    space = route_space(layer, device)
+    config = space.default() if config is None else task.complete(config)
+    try:
+        lowered = space.lower(config)
+    except (RewriteError, SizeError) as e:
+        raise ConstraintError(f"configuration {config} is not valid for {layer.describe()}: {e.message}") from None
+    return ConvPlan(layer, ROUTE, config, compile_program(lowered, task.size_map, device, task.function))
 
 
 def export_notes(plan: ConvPlan, trial=None) -> str:
     """What a user of exported kernels needs to know: the inputs' layouts and the configuration."""
     L = plan.layer
+    timing = f"measured: {trial.time_ms:.3f} ms on {trial.device}\n" if trial is not None else ""
+    if plan.algorithm == ROUTE:
+        return (f"liftpy's automatic route on liftpy/nn/conv2d.lift for {L.describe()}, batch {L.batch}\n"
+                f"configuration: {plan.config}\n{timing}"
+                f"inputs (float32 .npy): input = x in NCHW {(L.batch, L.channels, L.height, L.width)}; "
+                f"weights = w in OIHW {L.weight_shape}; biases = b ({L.kernels},) (zeros for none)\n"
+                f"output: ({L.batch}, {L.kernels}, {L.out_height}, {L.out_width}) NCHW\n"
+                f"run: python host.py --input input=x.npy --input weights=w.npy --input biases=b.npy --output y.npy\n")
     weights = WEIGHT_LAYOUTS[ALGORITHMS[plan.algorithm].weights]
     if plan.algorithm in DERIVED:
         return (f"liftpy {plan.algorithm} pipeline (listing 3 rewritten) for {L.describe()}, one image per run\n"
@@ -447,7 +539,6 @@ def export_notes(plan: ConvPlan, trial=None) -> str:
                 f"inputs (float32 .npy): inputData = one image H x W x C (x[n].transpose(1, 2, 0)); "
                 f"kernelsWeights = w.transpose(0, 2, 3, 1); kernelsBiases = b\n"
                 f"output: ({L.kernels}, {L.out_height}, {L.out_width})\n")
-    timing = f"measured: {trial.time_ms:.3f} ms on {trial.device}\n" if trial is not None else ""
     return (f"liftpy {plan.algorithm} pipeline for {L.describe()}, batch {L.batch}\n"
             f"configuration: {plan.config}\n{timing}"
             f"inputs (float32 .npy): input = x in NCHW ({L.batch}, {L.channels}, {L.height}, {L.width}); "
@@ -477,11 +568,12 @@ def _check_weights(w, b):
     return w, b
 
 
-def _check_input(x, w):
+def _check_input(x, w, groups: int = 1):
     x = _as_float32_array("x", x, 4, "NCHW")
-    if w.shape[1] != x.shape[1]:
-        raise InputError(f"the weights expect {w.shape[1]} input channels, the input has {x.shape[1]} "
-                         f"(x is {x.shape} NCHW, w is {w.shape} OIHW)")
+    if w.shape[1] * groups != x.shape[1]:
+        per_group = f" ({w.shape[1]} in each of {groups} groups)" if groups != 1 else ""
+        raise InputError(f"the weights expect {w.shape[1] * groups} input channels{per_group}, the input has "
+                         f"{x.shape[1]} (x is {x.shape} NCHW, w is {w.shape} OIHW)")
     return x
 
 
@@ -509,13 +601,16 @@ class Conv2d:
     cost. Without ``config``: the tuning database's best configuration for the layer (``db``), else the
     default rule (see :func:`plan`)."""
 
-    def __init__(self, weights, bias=None, stride=1, padding=0, *, config: Mapping[str, int] | None = None,
-                 device=None, algorithm: str | None = None, db=None, input_shape=None):
+    def __init__(self, weights, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+                 config: Mapping[str, int] | None = None, device=None, algorithm: str | None = None, db=None,
+                 input_shape=None):
         w, b = _check_weights(weights, bias)
         self.weight = np.array(w, dtype=np.float32)  # the layer's own copy: the caller may reuse its arrays
         self.bias = None if b is None else np.array(b, dtype=np.float32)
         self.stride = _pair(stride, "stride")
         self.padding = normalize_padding(padding)
+        self.dilation = _pair(dilation, "dilation")
+        self.groups = _groups(groups)
         self.config = _check_config(config)
         self.device, self.algorithm, self.db = device, algorithm, db
         self.last_run: LayerCall | None = None
@@ -526,7 +621,8 @@ class Conv2d:
 
     def _bind(self, shape: tuple[int, ...]) -> BoundConv:
         kernels, _, kh, kw = self.weight.shape
-        layer = make_layer(shape[1:], (kernels, kh, kw), self.stride, self.padding, batch=shape[0])
+        layer = make_layer(shape[1:], (kernels, kh, kw), self.stride, self.padding, batch=shape[0],
+                           dilation=self.dilation, groups=self.groups)
         bound = plan(layer, self.config, self.device, self.algorithm, db=self.db).bind(self.weight, self.bias)
         self._bound[shape] = bound
         return bound
@@ -538,7 +634,7 @@ class Conv2d:
 
     def __call__(self, x) -> np.ndarray:
         start = time.perf_counter()
-        x = _check_input(x, self.weight)
+        x = _check_input(x, self.weight, self.groups)
         bound = self._bound.get(x.shape) or self._bind(x.shape)
         result = bound.run(x, check=not bound.checked, weights=(self.weight, self.bias))
         self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result.kernel_ms, result.stage_ms,
@@ -547,8 +643,9 @@ class Conv2d:
 
     def __repr__(self) -> str:
         kernels, channels, kh, kw = self.weight.shape
-        return (f"Conv2d({channels}, {kernels}, kernel_size=({kh}, {kw}), stride={self.stride}, "
-                f"padding={self.padding}, bias={self.bias is not None})")
+        return (f"Conv2d({channels * self.groups}, {kernels}, kernel_size=({kh}, {kw}), stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, groups={self.groups}, "
+                f"bias={self.bias is not None})")
 
 
 def _check_config(config) -> dict[str, int] | None:
@@ -570,20 +667,20 @@ def _check_config(config) -> dict[str, int] | None:
 
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapping[str, int] | None = None,
            device=None, algorithm: str | None = None, db=None) -> np.ndarray:
-    """``torch.nn.functional.conv2d`` for numpy arrays: x NCHW float32, w OIHW, b optional; stride an int or a
-    pair; padding an int, (h, w) or (top, bottom, left, right). Returns NCHW float32. Without ``config``, the
-    best configuration in the tuning database (``db``, default $LIFTPY_TUNING_DB or
-    ~/.cache/liftpy/tuning.sqlite) for this layer and device, else the documented default rule.
+    """``torch.nn.functional.conv2d`` for numpy arrays: x NCHW float32, w OIHW (K x C/groups x kh x kw), b
+    optional; stride and dilation an int or a pair; padding an int, (h, w) or (top, bottom, left, right);
+    groups dividing C and K. Returns NCHW float32. Without ``config``, the best configuration in the tuning
+    database (``db``, default $LIFTPY_TUNING_DB or ~/.cache/liftpy/tuning.sqlite) for this layer and device,
+    else the automatic route's default.
 
-    A convenience for one call: the compiled pipeline is cached, but the weights are rearranged and uploaded
-    at every call. A network calling a layer repeatedly should prepare it once with :class:`Conv2d`."""
-    if dilation not in (1, (1, 1)) or groups != 1:
-        raise InputError("dilation and groups other than 1 are not supported yet")
+    A convenience for one call: the compiled program is cached, but the weights are uploaded (and relaid) at
+    every call. A network calling a layer repeatedly should prepare it once with :class:`Conv2d`."""
     w, b = _check_weights(w, b)
-    x = _check_input(x, w)
-    layer = make_layer(x.shape[1:], (w.shape[0], w.shape[2], w.shape[3]), stride, padding, batch=x.shape[0])
+    x = _check_input(x, w, _groups(groups))
+    layer = make_layer(x.shape[1:], (w.shape[0], w.shape[2], w.shape[3]), stride, padding, batch=x.shape[0],
+                       dilation=dilation, groups=groups)
     return plan(layer, config, device, algorithm, db=db).run(x, w, b).output  # checked on the plan's first run
 
 
 __all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "default_config", "ConvPlan", "ConvResult", "ALGORITHMS", "make_layer",
-           "normalize_padding"]
+           "normalize_padding", "ROUTE", "route_task", "route_space"]

@@ -10,7 +10,8 @@ from ..errors import InputError
 @dataclass(frozen=True)
 class ConvLayer:
     """A convolution layer's shape: input C x H x W, K kernels of kh x kw, stride and padding
-    (top, bottom, left, right), batch size."""
+    (top, bottom, left, right), batch size, dilation (the taps' spacing) and groups (the kernels of group g
+    see the channels of group g: each kernel has C / groups channels)."""
 
     name: str
     channels: int
@@ -22,37 +23,48 @@ class ConvLayer:
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (1, 1, 1, 1)
     batch: int = 1
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The rows and columns a window covers: (k - 1) * dilation + 1."""
+        return ((self.kernel_height - 1) * self.dilation[0] + 1, (self.kernel_width - 1) * self.dilation[1] + 1)
 
     @property
     def out_height(self) -> int:
         top, bottom, _, _ = self.padding
-        return (self.height + top + bottom - self.kernel_height) // self.stride[0] + 1
+        return (self.height + top + bottom - self.span[0]) // self.stride[0] + 1
 
     @property
     def out_width(self) -> int:
         _, _, left, right = self.padding
-        return (self.width + left + right - self.kernel_width) // self.stride[1] + 1
+        return (self.width + left + right - self.span[1]) // self.stride[1] + 1
+
+    @property
+    def group_channels(self) -> int:
+        """The channels each kernel sees: C / groups."""
+        return self.channels // self.groups
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        """PyTorch's OIHW: K x C/groups x kh x kw."""
+        return (self.kernels, self.group_channels, self.kernel_height, self.kernel_width)
 
     @property
     def flops(self) -> int:
         """Multiply-adds counted as two operations, bias included as one add per output."""
         outputs = self.batch * self.kernels * self.out_height * self.out_width
-        return outputs * (2 * self.channels * self.kernel_height * self.kernel_width)
+        return outputs * (2 * self.group_channels * self.kernel_height * self.kernel_width)
 
     def scaled(self, factor: int, min_channels: int = 1) -> "ConvLayer":
-        """A smaller layer of the same kind (for fast tests): channels, kernels and spatial sizes divided."""
-        return ConvLayer(
-            f"{self.name}/{factor}",
-            max(min_channels, self.channels // factor),
-            max(self.kernel_height, self.height // factor),
-            max(self.kernel_width, self.width // factor),
-            max(1, self.kernels // factor),
-            self.kernel_height,
-            self.kernel_width,
-            self.stride,
-            self.padding,
-            self.batch,
-        )
+        """A smaller layer of the same kind (for fast tests): channels, kernels and spatial sizes divided (the
+        groups kept where they still divide both)."""
+        channels, kernels = max(min_channels, self.channels // factor), max(1, self.kernels // factor)
+        groups = self.groups if channels % self.groups == 0 and kernels % self.groups == 0 else 1
+        return ConvLayer(f"{self.name}/{factor}", channels, max(self.span[0], self.height // factor),
+                         max(self.span[1], self.width // factor), kernels, self.kernel_height, self.kernel_width,
+                         self.stride, self.padding, self.batch, self.dilation, groups)
 
     @property
     def key(self) -> str:
@@ -60,7 +72,13 @@ class ConvLayer:
         top, bottom, left, right = self.padding
         return (f"N{self.batch} C{self.channels} H{self.height} W{self.width} K{self.kernels} "
                 f"k{self.kernel_height}x{self.kernel_width} s{self.stride[0]}x{self.stride[1]} "
-                f"p{top},{bottom},{left},{right}")
+                f"p{top},{bottom},{left},{right}" + self._dilation_and_groups(" d{}x{}", " g{}"))
+
+    def _dilation_and_groups(self, dilation: str, groups: str) -> str:
+        """What a layer adds to its text where it dilates or groups (else nothing: the keys of layers tuned
+        before dilation and groups existed stay theirs)."""
+        return (dilation.format(*self.dilation) if self.dilation != (1, 1) else "") \
+            + (groups.format(self.groups) if self.groups != 1 else "")
 
     @property
     def label(self) -> str:
@@ -73,7 +91,8 @@ class ConvLayer:
 
     def describe(self) -> str:
         return (f"{self.name}: input {self.channels}x{self.height}x{self.width}, {self.kernels} kernels "
-                f"{self.kernel_height}x{self.kernel_width}, stride {self.stride}, padding {self.padding}")
+                f"{self.kernel_height}x{self.kernel_width}, stride {self.stride}, padding {self.padding}"
+                + self._dilation_and_groups(", dilation {}x{}", ", {} groups"))
 
 
 def _vgg(index: int, channels: int, size: int, kernels: int) -> ConvLayer:

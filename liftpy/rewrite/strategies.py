@@ -530,11 +530,12 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
             and not unit_levels.isdisjoint(tree.args[0].param.names())
 
     unit = when(is_unit, "map over one element")
-    compute_map = when(lambda tree: is_compute_map(tree) and not is_unit(tree), "compute map")
+    compute_map = when(is_compute_map, "compute map")  # a unit map too, where no other level is below it
 
     def past_units(build: Callable[[], Strategy]) -> Strategy:  # build(), or unit maps made sequential around it
+        # (a unit map above no other level stays parallel: a kernel's result is computed by a parallel map)
         skipping = _Lazy(lambda: left_choice(
-            unit >> rules.mapSeq >> function_arg(try_(top_down_where(skipping, not_reduction))), build()), "past units")
+            unit >> rules.mapSeq >> function_arg(top_down_where(skipping, not_reduction)), build()), "past units")
         return skipping
 
     def level(k: int) -> Strategy:  # this computing map as mapGlb(k - 1), the next k - 1 levels inside it below
