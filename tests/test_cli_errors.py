@@ -216,10 +216,16 @@ MORE_CASES = [
     ("params-require-no-parameters", ["params", STENCIL, "--size", "width=64", "--size", "height=64", "--require", ":v == 2"],
      ["requirement 'v == 2'", "names v", "tuning parameters: none"]),
     # a misspelt parameter is named, not only the parameters it leaves missing
-    ("conv-config-unknown-name", ["conv", "--input", "8x12x12", "--kernels", "8x3x3", "--config", "bogus=3"],
+    ("conv-config-unknown-name", ["conv", "--input", "8x12x12", "--kernels", "8x3x3", "--algorithm", "direct",
+                                  "--config", "bogus=3"],
      ["unknown tuning parameter(s) bogus", "(parameters: σ, κ, v)", "also lacks σ, κ, v"]),
-    ("conv-config-unknown-name-only", ["conv", *SMALL, "--config", "bogus=3", "--config", "σ=2", "--config", "κ=8",
-                                       "--config", "v=8"], ["unknown tuning parameter(s) bogus"]),
+    ("conv-config-unknown-name-only", ["conv", *SMALL, "--algorithm", "direct", "--config", "bogus=3", "--config",
+                                       "σ=2", "--config", "κ=8", "--config", "v=8"], ["unknown tuning parameter(s) bogus"]),
+    # the route's configuration names its choices
+    ("conv-route-config-unknown-name", ["conv", *SMALL, "--config", "bogus=3"],
+     ["is not valid for layer", "has the choices", "block.kernelWeights", "got bogus"]),
+    ("conv-groups-not-dividing", ["conv", "--input", "6x12x12", "--kernels", "8x3x3", "--groups", "4"],
+     ["groups (4) must divide the input channels (6) and the kernels (8)"]),
     # a database that cannot be made is not "not a liftpy tuning database"
     ("tune-db-cannot-be-created", ["tune", *SMALL, "--db", "/proc/x.sqlite"], ["--db /proc/x.sqlite", "cannot open or create it"]),
 ]

@@ -159,3 +159,29 @@ def test_the_program_references_agree_with_the_convolution_and_with_numpy():
                                    rtol=1e-10)
     windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))[:, :, ::2, ::2]
     np.testing.assert_allclose(max_pool_nchw(x, 3, 2), windows.max(axis=(4, 5)))
+
+
+def test_liftpys_reference_with_dilation_and_groups_agrees_with_the_tests():
+    """liftpy.nn.reference (what nn.conv2d checks its first call against) with dilation and groups, against
+    tests/reference.py's conv2d_groups_nchw (group by group, each a dilated convolution), with and without a
+    bias; its tolerance passes the float32 rounding of the answer and refuses one element moved by 0.1% (of itself, or of 1 where it is smaller)."""
+    from liftpy.nn.reference import conv2d_error
+
+    from .reference import conv2d_groups_nchw
+
+    rng = np.random.default_rng(8)
+    for groups, dilation, stride, padding in [(4, (2, 3), (2, 1), (0, 2, 1, 3)), (12, (3, 1), (1, 1), (1, 1, 1, 1)),
+                                              (3, (1, 2), (1, 2), (2, 2, 0, 1))]:
+        x = rng.standard_normal((2, 12, 11, 13))
+        weights = rng.standard_normal((24, 12 // groups, 3, 2))
+        for b in (rng.standard_normal(24), None):
+            expected = conv2d_groups_nchw(x, weights, b, stride, padding, dilation, groups)
+            ours = conv2d_reference(x, weights, b, stride, padding, dilation, groups)
+            magnitude = conv2d_groups_nchw(np.abs(x), np.abs(weights), None if b is None else np.abs(b), stride,
+                                           padding, dilation, groups)
+            assert_within(ours, expected, 2 * gamma(12 // groups * 6 + 1, U64) * magnitude, f"{groups} groups")
+            rounded = expected.astype(np.float32)
+            assert conv2d_error(rounded, x, weights, b, stride, padding, dilation, groups) <= 1
+            moved = rounded.copy()
+            moved[1, 5, 2, 3] += 1e-3 * (abs(moved[1, 5, 2, 3]) + 1)
+            assert conv2d_error(moved, x, weights, b, stride, padding, dilation, groups) > 1

@@ -449,8 +449,9 @@ _PLANS: dict[tuple, ConvPlan] = {}
 
 
 def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
-    """The fastest correct trial the tuning database knows for this layer and device, if any: the automatic
-    route's (its trials are the layer's program's, :func:`route_task`), or a named pipeline's."""
+    """The fastest correct trial the tuning database knows for this layer and device, if any: of ``algorithm``
+    (the automatic route's trials are the layer's program's, :func:`route_task`), or, without one, of the
+    route and every hand-written pipeline (a layer tuned before the route was the default keeps its result)."""
     from pathlib import Path
 
     from ..runtime import device_info
@@ -461,9 +462,10 @@ def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
         return None
     database = TuningDB(path)
     try:
-        if (algorithm or DEFAULT_ALGORITHM) == ROUTE:
-            return database.best(route_task(layer), device_info(device).name, ROUTE)
-        return database.best(layer, device_info(device).name, algorithm)
+        name = device_info(device).name
+        found = [database.best(route_task(layer), name, ROUTE)] if algorithm in (None, ROUTE) else []
+        found += [database.best(layer, name, algorithm)] if algorithm != ROUTE else []
+        return min((t for t in found if t is not None), key=lambda t: t.time_ms, default=None)
     finally:
         database.close()
 
@@ -477,16 +479,15 @@ def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None,
 
     dev = get_device(device)
     config = _check_config(config)
-    algorithm = algorithm or DEFAULT_ALGORITHM
-    if algorithm != ROUTE and algorithm not in ALGORITHMS:
+    if algorithm is not None and algorithm != ROUTE and algorithm not in ALGORITHMS:
         raise InputError(f"unknown algorithm {algorithm!r} (known: {ROUTE}, {', '.join(ALGORITHMS)})")
-    if algorithm != ROUTE and (layer.dilation != (1, 1) or layer.groups != 1):
+    if algorithm not in (None, ROUTE) and (layer.dilation != (1, 1) or layer.groups != 1):
         raise InputError(f"the hand-written pipeline {algorithm} has no dilation or groups: leave algorithm unset "
                          f"(the automatic route)")
-    if config is None and space is None:
-        known = best_known(layer, dev, algorithm, db)
-        if known is not None:
-            config = route_task(layer).complete(known.config) if algorithm == ROUTE else known.config
+    known = best_known(layer, dev, algorithm, db) if config is None and space is None else None
+    algorithm = known.algorithm if known is not None else algorithm or DEFAULT_ALGORITHM
+    if known is not None:
+        config = route_task(layer).complete(known.config) if algorithm == ROUTE else known.config
     key = (layer, algorithm, tuple(sorted(config.items())) if config else None, dev.int_ptr)
     if key in _PLANS:
         return _PLANS[key]
