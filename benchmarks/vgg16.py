@@ -3,12 +3,14 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
 
     python benchmarks/vgg16.py [--trials 40] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7] [--out FILE]
 
-1. Tuning: each layer is tuned (``liftpy.tune``; resumes what the database holds).
-2. Each layer's best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first
+1. Tuning: each layer is tuned by each of liftpy's methods (``--methods``), ``--trials`` trials each (resuming
+   what the database holds): ``route``, the layer's high-level program (``liftpy/nn/conv2d.lift``) through the
+   automatic route; ``pipelines``, the hand-written pipelines (``liftpy.tune``, ``--algorithm``).
+2. Each method's best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first
    call is checked against the float64 reference.
-3. Rounds: layer by layer, ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events
-   summed beside (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way. Each method
-   keeps the median of its rounds' medians (the machine's speed drifts; interleaving spreads the drift).
+3. Rounds: layer by layer, each method's ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its
+   kernel events summed beside (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same
+   way. Each keeps the median of its rounds' medians (the machine's speed drifts; interleaving spreads it).
 
 PyTorch runs with as many threads as the machine has cores (printed). The naive OpenCL kernel (``--naive``)
 and CLBlast's im2col + GEMM (when pyclblast is installed) are timed by their kernel events only, as
@@ -120,12 +122,18 @@ def main():
     parser.add_argument("--trials", type=int, default=40, help="trials per layer (already measured ones count)")
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
+    parser.add_argument("--methods", default="route,pipelines",
+                        help="liftpy's methods, comma-separated: route (the automatic route) and pipelines (the "
+                             "hand-written ones)")
     parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements (medians over rounds)")
     parser.add_argument("--naive", action="store_true", help="also time the naive OpenCL kernel (seconds per layer)")
     parser.add_argument("--out", help="write the table and the machine record to this file")
     args = parser.parse_args()
+    ours = [m for m in args.methods.split(",") if m]
+    if not ours or set(ours) - set(LIFTPY_METHODS):
+        parser.error(f"--methods: a comma-separated choice of {', '.join(LIFTPY_METHODS)}")
     try:
         import torch
 
@@ -138,33 +146,36 @@ def main():
     device = device_info(get_device()).name
     names = args.layers.split(",")
     for name in names:
-        print(f"{name}: tuning ({args.trials} trials)...", file=sys.stderr)
-        liftpy.tune(nn.VGG16[name], trials=args.trials, db=args.db, algorithm=args.algorithm)
+        for method in ours:
+            print(f"{name}: tuning, {method} ({args.trials} trials)...", file=sys.stderr)
+            LIFTPY_METHODS[method].tune(nn.VGG16[name], args)
 
     layers = []
     for index, name in enumerate(names):
         spec = nn.VGG16[name]
-        database = TuningDB(args.db)
-        best, tried = database.best(spec, device), len(database.trials(spec, device))
-        database.close()
         x, w, b = trial_inputs(spec, seed=index)
-        layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, algorithm=best.algorithm,
-                          input_shape=x.shape)
-        layer(x)  # the first call is checked against the float64 reference
-        assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
+        prepared = []
+        for method in ours:
+            best, tried = LIFTPY_METHODS[method].best(spec, args.db, device)
+            layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, algorithm=best.algorithm,
+                              input_shape=x.shape)
+            layer(x)  # the first call is checked against the float64 reference
+            assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
+            prepared.append((method, best, tried, layer))
         methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding),
                    "numpy im2col": im2col_layer(w, b, spec.stride, spec.padding)}
         methods = {k: v for k, v in methods.items() if v is not None}
         for call in methods.values():
             call(x)  # warm-up (PyTorch picks its algorithm, numpy touches its buffers)
-        layers.append((name, spec, best, tried, layer, methods, (x, w, b)))
+        layers.append((name, spec, prepared, methods, (x, w, b)))
 
     calls: dict[tuple[str, str], list[float]] = {}
     for round_ in range(args.rounds):
-        for name, spec, best, tried, layer, methods, (x, w, b) in layers:
-            quiesce()
-            whole, kernels = time_liftpy(layer, x, args.repeat)
-            measured = {"liftpy call": whole, "liftpy kernels": kernels}
+        for name, spec, prepared, methods, (x, w, b) in layers:
+            measured = {}
+            for method, best, tried, layer in prepared:
+                quiesce()
+                measured[f"{method} call"], measured[f"{method} kernels"] = time_liftpy(layer, x, args.repeat)
             for method, call in methods.items():
                 quiesce()
                 measured[method] = time_call(call, x, args.repeat if method == "PyTorch" else 3)
@@ -184,51 +195,95 @@ def main():
     baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
                  if any((name, m) in median for name, *_ in layers)]
     lines = []
-    pw = max(8, *(len(best.algorithm) for _, _, best, *_ in layers))
-    header = (f"{'layer':9} {'trials':>6} {'pipeline':>{pw}} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} "
-              f"{'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}"
-                                                                     for m in baselines))
+    pw = max(8, *(len(best.algorithm) for _, _, prepared, *_ in layers for _, best, _, _ in prepared))
+    header = (f"{'layer':9} {'method':>9} {'trials':>6} {'pipeline':>{pw}} {'call ms':>8} {'kernels ms':>10} "
+              f"{'call/kern':>9} {'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9}"
+              + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines))
     lines.append(header)
-    total_call = total_kernels = 0.0
-    totals = dict.fromkeys(baselines, 0.0)
+    totals = {(method, kind): 0.0 for method in ours for kind in ("call", "kernels", *baselines)}
     database = TuningDB(args.db)
-    for name, spec, best, tried, layer, methods, _ in layers:
-        call_ms, kernel_ms = median[name, "liftpy call"], median[name, "liftpy kernels"]
-        total_call += call_ms
-        total_kernels += kernel_ms
-        memory = layer.plans[0].memory_bytes
-        im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels, spec.kernel_height,
-                              spec.kernel_width, spec.out_height, spec.out_width)
-        line = (f"{name:9} {tried:6} {best.algorithm:>{pw}} {call_ms:8.2f} {kernel_ms:10.2f} "
-                f"{call_ms / kernel_ms:9.3f} {spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} "
-                f"{im2col / memory:9.2f}")
+    for name, spec, prepared, methods, _ in layers:
+        for method, best, tried, layer in prepared:
+            call_ms, kernel_ms = median[name, f"{method} call"], median[name, f"{method} kernels"]
+            totals[method, "call"] += call_ms
+            totals[method, "kernels"] += kernel_ms
+            memory = layer.plans[0].memory_bytes
+            im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
+                                  spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
+            line = (f"{name:9} {method:>9} {tried:6} {best.algorithm:>{pw}} {call_ms:8.2f} {kernel_ms:10.2f} "
+                    f"{call_ms / kernel_ms:9.3f} {spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} "
+                    f"{im2col / memory:9.2f}")
+            for m in baselines:
+                ms = median.get((name, m))
+                if ms is None:
+                    line += f" {'-':>{len(m) + 4}} {'-':>6}"
+                    continue
+                totals[method, m] += ms
+                line += f" {ms:{len(m) + 4}.2f} {ms / call_ms:6.2f}"
+            lines.append(line)
+            database.record_baseline(spec, device, f"liftpy {method} call", call_ms, memory)  # beside its events
         for m in baselines:
-            ms = median.get((name, m))
-            if ms is None:
-                line += f" {'-':>{len(m) + 4}} {'-':>6}"
-                continue
-            totals[m] += ms
-            line += f" {ms:{len(m) + 4}.2f} {ms / call_ms:6.2f}"
-            database.record_baseline(spec, device, m, ms, None)
-        lines.append(line)
-        database.record_baseline(spec, device, "liftpy Conv2d call", call_ms, memory)  # beside its kernel events
+            if (name, m) in median:
+                database.record_baseline(spec, device, m, median[name, m], None)
     database.close()
-    lines.append(f"{'total':9} {'':6} {'':{pw}} {total_call:8.2f} {total_kernels:10.2f} "
-                 f"{total_call / total_kernels:9.3f} {'':8} {'':6} {'':9}"
-                 + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / total_call:6.2f}" for m in baselines))
+    for method in ours:
+        call, kernels = totals[method, "call"], totals[method, "kernels"]
+        lines.append(f"{'total':9} {method:>9} {'':6} {'':{pw}} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
+                     f"{'':8} {'':6} {'':9}" + "".join(f" {totals[method, m]:{len(m) + 4}.2f} "
+                                                       f"{totals[method, m] / call:6.2f}" for m in baselines))
     lines += [
         "",
+        "method: route = the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route; pipelines =",
+        "the hand-written low-level pipelines (liftpy/nn/*.lift; pipeline: the one chosen). trials: in the database.",
         "call ms: liftpy's whole call, layer(x) on a prepared nn.Conv2d, numpy in and numpy out; kernels ms: the sum of",
         "its kernels' profiling events in the same calls; call/kern: their ratio; GFLOP/s from the whole call;",
         "ratio = baseline's time / liftpy's whole call (higher: liftpy faster). PyTorch and numpy are whole calls",
         "(numpy in, numpy out, padding inside); '(kernels)' baselines are kernel events only. mem ratio = im2col+GEMM",
         f"bytes / liftpy's bytes. Medians over {args.rounds} rounds of medians of {args.repeat} calls (numpy: 3;",
-        "kernel-event baselines: first round only). Total row: sums.",
+        "kernel-event baselines: first round only). Total rows: sums, per method.",
         "",
         *record,
         f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
     ]
     publish(lines, args.out)
+
+
+class _Route:
+    """liftpy's automatic route: the layer's high-level program (liftpy/nn/conv2d.lift) tuned as any program."""
+
+    @staticmethod
+    def tune(spec, args):
+        task = nn.route_task(spec)
+        liftpy.tune(task.path, sizes=task.size_map, trials=args.trials, db=args.db, function=task.function,
+                    constants=task.constants)
+
+    @staticmethod
+    def best(spec, db, device):
+        database = TuningDB(db)
+        task = nn.route_task(spec)
+        try:
+            return database.best(task, device, "route"), len(database.trials(task, device))
+        finally:
+            database.close()
+
+
+class _Pipelines:
+    """liftpy's hand-written low-level pipelines (liftpy/nn/*.lift), tuned by liftpy.tune(layer)."""
+
+    @staticmethod
+    def tune(spec, args):
+        liftpy.tune(spec, trials=args.trials, db=args.db, algorithm=args.algorithm)
+
+    @staticmethod
+    def best(spec, db, device):
+        database = TuningDB(db)
+        try:
+            return database.best(spec, device), len(database.trials(spec, device))
+        finally:
+            database.close()
+
+
+LIFTPY_METHODS = {"route": _Route, "pipelines": _Pipelines}
 
 
 def publish(lines: list[str], out: str | None) -> None:
