@@ -409,7 +409,7 @@ def _program_task(args, option: str):
 def cmd_tune(args) -> int:
     from .runtime import get_device
     from .tuning import tune
-    from .tuning.search import resolve_algorithms
+    from .tuning.search import check_pipelines_can_compute, resolve_algorithms
 
     if args.file:
         return _tune_program(args)
@@ -418,6 +418,7 @@ def cmd_tune(args) -> int:
     if args.algorithm in (None, "route"):
         return _tune_layer_route(args, layer)
     resolve_algorithms(args.algorithm)
+    check_pipelines_can_compute(layer)
     get_device(args.device)
     _tuning_db(args.db, create=True).close()
     print(f"tuning {layer.describe()} on the {'default device' if args.device is None else args.device}, "

@@ -224,6 +224,9 @@ MORE_CASES = [
     # the route's configuration names its choices
     ("conv-route-config-unknown-name", ["conv", *SMALL, "--config", "bogus=3"],
      ["is not valid for layer", "has the choices", "block.kernelWeights", "got bogus"]),
+    ("tune-groups-in-a-pipeline", ["tune", "--input", "4x8x8", "--kernels", "4x3x3", "--groups", "2", "--algorithm",
+                                   "direct"], ["4 kernels 3x3, stride (1, 1), padding (0, 0, 0, 0), 2 groups",
+                                               "the hand-written pipelines have no dilation or groups"]),
     ("conv-groups-not-dividing", ["conv", "--input", "6x12x12", "--kernels", "8x3x3", "--groups", "4"],
      ["groups (4) must divide the input channels (6) and the kernels (8)"]),
     # a database that cannot be made is not "not a liftpy tuning database"

@@ -137,7 +137,8 @@ def run_job(job: Job, device) -> dict:
     hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in plan.sources.items()}
     try:
         checked = bound.run(x, check=False, poison=True)
-        error = conv2d_error(checked.output, x, w, b, job.subject.stride, job.subject.padding)
+        error = conv2d_error(checked.output, x, w, b, job.subject.stride, job.subject.padding, job.subject.dilation,
+                             job.subject.groups)
         timed_once = job.cutoff_ms is not None and checked.kernel_ms > job.cutoff_ms
         result = checked if timed_once else bound.run(x, repeat=job.repeat, warmup=job.warmup, check=False)
     except DeviceError as e:

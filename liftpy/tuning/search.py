@@ -210,6 +210,14 @@ def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]
     return tuple(dict.fromkeys(names))
 
 
+def check_pipelines_can_compute(layer: ConvLayer) -> ConvLayer:
+    """The layer, if the hand-written pipelines compute it (they have no dilation or groups)."""
+    if layer.dilation != (1, 1) or layer.groups != 1:
+        raise InputError(f"{layer.describe()}: the hand-written pipelines have no dilation or groups; tune the "
+                         "layer through the automatic route (liftpy tune --layer ... without --algorithm)")
+    return layer
+
+
 def _check_budget(trials, repeat, confirm, timeout):
     for name, value, least in (("trials", trials, 0), ("repeat", repeat, 1), ("confirm", confirm, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -233,7 +241,7 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     Every measurement is checked on inputs drawn for it (``liftpy.tuning.measure``); a wrong result is recorded
     and never chosen. A bug in liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError`
     with its traceback saved to a file; what was measured before stays in the database."""
-    layer = resolve_layer(layer_or_shapes)
+    layer = check_pipelines_can_compute(resolve_layer(layer_or_shapes))
     algorithms = resolve_algorithms(algorithm)
     _check_budget(trials, repeat, confirm, timeout)
     if sampler is None:
