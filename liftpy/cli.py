@@ -691,8 +691,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=positive_int, default=100, help="configurations to measure in total (resumes)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--algorithm", metavar="NAMES",
-                   help="the pipelines to search, comma-separated (default: " + ",".join(TUNED_ALGORITHMS)
-                   + "; known: " + ", ".join(ALGORITHMS) + ")")
+                   help=f"a layer's method: {ROUTE} (the default: its high-level program through the automatic route), "
+                        "or the hand-written pipelines to search, comma-separated (" + ",".join(TUNED_ALGORITHMS)
+                   + " were the default; known: " + ", ".join(ALGORITHMS) + ")")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per trial (the median is kept)")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds before a trial counts as hung")
