@@ -518,13 +518,15 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
 
     ``unit_levels`` names the levels of one element at the sizes the program is compiled for (a batch of one
     image, a convolution of one group): the maps binding them run sequentially, a loop of one iteration, and
-    neither the parallel levels nor ``sequential_outer`` count them -- a dimension given to such a map runs
-    one work-item in it, and a conv2d layer of one image and one group ran on one core.
+    neither the parallel levels nor ``sequential_outer`` count them (unless no other level is below them) -- a
+    dimension given to such a map runs one work-item in it, and a conv2d layer of one image and one group ran
+    on one core.
     """
     from . import rules
 
     if parallel not in (1, 2, 3):
         raise RewriteError(f"lowering: parallel must be 1, 2 or 3 (OpenCL's dimensions), got {parallel}")
+
     def is_unit(tree) -> bool:
         return is_compute_map(tree) and isinstance(tree.args[0], Lambda) \
             and not unit_levels.isdisjoint(tree.args[0].param.names())
@@ -561,7 +563,7 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
 
     steps = [
         try_(topDown(outer(sequential_outer))),
-        normalize(when(is_compute_map, "compute map") >> rules.mapSeq),
+        normalize(compute_map >> rules.mapSeq),
         normalize(rules.reduceSeq),
         normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateVectorRow,
                                 rules.privateAccumulator)),
