@@ -75,7 +75,7 @@ def test_full_size_vgg16_layers(name):
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
     expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
     for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
-        assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config), expected)
+        assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm="direct"), expected)
     for algorithm in set(ALGORITHMS) - {"direct"}:  # at their default points
         config = nn.default_config(nn.conv_space(layer, algorithm=algorithm), algorithm)
         assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm), expected)
