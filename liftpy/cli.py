@@ -438,45 +438,41 @@ def _tune_layer_route(args, layer) -> int:
     """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
     program is, the weights and biases constant; liftpy.nn finds the result in the database."""
     from .nn.conv import route_task
-    from .runtime import get_device
-    from .tuning.search import tune_program
 
-    task = route_task(layer)
-    get_device(args.device)
-    _tuning_db(args.db, create=True).close()
-    print(f"tuning {layer.describe()} through the automatic route on the "
-          f"{'default device' if args.device is None else args.device}, {args.trials} trials, database {args.db}",
-          file=sys.stderr)
-    best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
-                        seed=args.seed, function=task.function, constants=task.constants, repeat=args.repeat,
-                        timeout=args.timeout)
-    ok = [t for t in best.trials if t.status == "ok"]
-    print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
+    best = _tune_task(args, route_task(layer), f"{layer.describe()} through the automatic route")
     print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), route {best.config}")
     return 0
 
 
 def _tune_program(args) -> int:
     from .pretty import pretty
-    from .runtime import get_device
-    from .tuning.search import tune_program
 
     if args.algorithm:
         raise InputError("--algorithm: a convolution layer's pipelines; a program is tuned through the automatic "
                          "route, whose choices are all in its space")
     task = _program_task(args, "file")
-    get_device(args.device)
-    _tuning_db(args.db, create=True).close()
-    print(f"tuning {task.describe()} on the {'default device' if args.device is None else args.device}, "
-          f"{args.trials} trials, database {args.db}", file=sys.stderr)
-    best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
-                        seed=args.seed, function=args.function, constants=task.constants, repeat=args.repeat,
-                        timeout=args.timeout)
-    ok = [t for t in best.trials if t.status == "ok"]
-    print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
+    best = _tune_task(args, task, task.describe())
     print(f"best: {best.time_ms:.3f} ms (kernel events), {best.config}")
     print(pretty(best.program).rstrip())
     return 0
+
+
+def _tune_task(args, task, what: str):
+    """Tune a program task through the automatic route, the device and the database checked first (before the
+    line announcing the search); the trials counted; the best (liftpy.tuning.Tuned)."""
+    from .runtime import get_device
+    from .tuning.search import tune_program
+
+    get_device(args.device)
+    _tuning_db(args.db, create=True).close()
+    print(f"tuning {what} on the {'default device' if args.device is None else args.device}, {args.trials} trials, "
+          f"database {args.db}", file=sys.stderr)
+    best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
+                        seed=args.seed, function=task.function, constants=task.constants, repeat=args.repeat,
+                        timeout=args.timeout)
+    ok = [t for t in best.trials if t.status == "ok"]
+    print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
+    return best
 
 
 def _tuning_db(path, create: bool = False):
@@ -530,11 +526,10 @@ def cmd_export(args) -> int:
 
     layer = _layer_from_args(args)
     db = _tuning_db(args.db)
-    found = [t for t in (db.best(nnconv.route_task(layer), args.device), db.best(layer, args.device)) if t is not None]
-    if not found:
+    best = nnconv.best_trial(db, layer, args.device)  # the route's or a hand-written pipeline's
+    if best is None:
         raise InputError(f"{args.db} has no correct trial for {layer.describe()} (tune it with liftpy tune --layer, "
                          f"or its shape's options)")
-    best = min(found, key=lambda t: t.time_ms)  # the route's or a hand-written pipeline's
     plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
     notes = Path(args.output) / "README.txt"
     with writing("-o", args.output):

@@ -448,10 +448,18 @@ def _summed(runs):
 _PLANS: dict[tuple, ConvPlan] = {}
 
 
+def best_trial(database, layer: ConvLayer, device: str | None, algorithm: str | None = None):
+    """The fastest correct trial in ``database`` for this layer (on the device named, if one is) of
+    ``algorithm`` -- the automatic route's trials are the layer's program's (:func:`route_task`) -- or,
+    without one, of the route and every hand-written pipeline (a layer tuned before the route was the default
+    keeps its result); None if there is none."""
+    found = [database.best(route_task(layer), device, ROUTE)] if algorithm in (None, ROUTE) else []
+    found += [database.best(layer, device, algorithm)] if algorithm != ROUTE else []
+    return min((t for t in found if t is not None), key=lambda t: t.time_ms, default=None)
+
+
 def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
-    """The fastest correct trial the tuning database knows for this layer and device, if any: of ``algorithm``
-    (the automatic route's trials are the layer's program's, :func:`route_task`), or, without one, of the
-    route and every hand-written pipeline (a layer tuned before the route was the default keeps its result)."""
+    """:func:`best_trial` on a live device, in the tuning database at ``db`` (default: the user's), if it exists."""
     from pathlib import Path
 
     from ..runtime import device_info
@@ -462,10 +470,7 @@ def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):
         return None
     database = TuningDB(path)
     try:
-        name = device_info(device).name
-        found = [database.best(route_task(layer), name, ROUTE)] if algorithm in (None, ROUTE) else []
-        found += [database.best(layer, name, algorithm)] if algorithm != ROUTE else []
-        return min((t for t in found if t is not None), key=lambda t: t.time_ms, default=None)
+        return best_trial(database, layer, device_info(device).name, algorithm)
     finally:
         database.close()
 
@@ -684,4 +689,4 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
 
 
 __all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "default_config", "ConvPlan", "ConvResult", "ALGORITHMS", "make_layer",
-           "normalize_padding", "ROUTE", "route_task", "route_space"]
+           "normalize_padding", "ROUTE", "route_task", "route_space", "best_trial"]

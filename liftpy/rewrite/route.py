@@ -290,26 +290,28 @@ class RouteSpace:
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure
+    def _spatial_loops(self) -> Iterator[tuple[tuple[str, ...], int | None, bool]]:
+        """Each spatial loop of the program's nests, outermost first: the names its map binds, its concrete
+        length (None where the sizes leave it symbolic), and whether its nest reduces."""
+        for nest in loop_nests(self.program, self.function, self.sizes):
+            for loop in nest.spatial:
+                f = loop.node.args[0]
+                if isinstance(f, Lambda):
+                    yield tuple(f.param.names()), arith.as_expr(loop.extent).as_int(), bool(nest.reductions)
+
     def _levels(self) -> tuple[Level, ...]:
         """The spatial levels of the nests that reduce, outermost first, with concrete lengths of 2 or more."""
         out: list[Level] = []
-        for nest in loop_nests(self.program, self.function, self.sizes):
-            if not nest.reductions:
-                continue
-            for loop in nest.spatial:
-                f = loop.node.args[0]
-                names = list(f.param.names()) if isinstance(f, Lambda) else []
-                extent = arith.as_expr(loop.extent).as_int()
-                if names and extent is not None and extent >= 2 and names[0] not in {level.name for level in out}:
-                    out.append(Level(names[0], extent))
+        for names, extent, reduces in self._spatial_loops():
+            if reduces and names and extent is not None and extent >= 2 \
+                    and names[0] not in {level.name for level in out}:
+                out.append(Level(names[0], extent))
         return tuple(out)
 
     def _unit_levels(self) -> Iterator[str]:
-        for nest in loop_nests(self.program, self.function, self.sizes):
-            for loop in nest.spatial:
-                f = loop.node.args[0]
-                if isinstance(f, Lambda) and arith.as_expr(loop.extent).as_int() == 1:
-                    yield from f.param.names()
+        for names, extent, _ in self._spatial_loops():
+            if extent == 1:
+                yield from names
 
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost

@@ -67,11 +67,10 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
         raise InputError(f"unknown network {network!r} (known: {', '.join(NETWORKS)})")
     rows = []
     baseline_names: list[str] = []
-    from ..nn.conv import route_task
+    from ..nn.conv import best_trial
 
-    for name, layer in NETWORKS[network].items():  # the best of the automatic route and the hand-written pipelines
-        found = [t for t in (db.best(layer, device), db.best(route_task(layer), device)) if t is not None]
-        best = min(found, key=lambda t: t.time_ms, default=None)
+    for name, layer in NETWORKS[network].items():
+        best = best_trial(db, layer, device)  # the best of the automatic route and the hand-written pipelines
         baselines = db.baselines(layer, best.device if best else device or "")
         for b in baselines:
             if b not in baseline_names:
