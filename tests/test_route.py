@@ -189,7 +189,8 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
 
 def test_the_starting_points_measure_each_kind_of_vectors_once():
     """A search starts from the default -- for a program that pads, the outer level's vectors relaid (the
-    inner level's would test the padding in every lane), the padding copied -- then the inner level's
+    inner level's would test the padding in every lane), the padding copied -- then each kind of vectors with
+    its block grown to fill the registers (here as large as the levels allow already), the inner level's
     vectors, the outer level's gathered, and relaid reading through the padding view, the inner ones with the
     padding copied rotated (the image's own order: where the inner level has vectors), and the default with
     the window walked channel first: valid, distinct configurations the route makes and numpy agrees with."""
@@ -197,7 +198,7 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
     starts = space.starting_points()
     assert starts[0] == space.default() and starts[-1] == {**space.default(), "reorder": 1}
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
-        [(2, 1, 0), (0, 0, 0), (1, 0, 0), (2, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors here
+        [(2, 1, 0), (1, 0, 0), (2, 0, 0), (0, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors here
     assert all(c["vector"] for c in starts if c["vector_outer"])
     assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 5
     for config in starts:
@@ -209,6 +210,35 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
     _close(_run(grouped, starts[0], inputs, sizes), expected)
     depthwise, *_ = _space("depthwise")  # one blocked level: the default, and its window by columns
     assert depthwise.starting_points() == [depthwise.default(), {**depthwise.default(), "reorder": 1}]
+
+
+def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
+    """On a CPU with 16-lane vectors (the PoCL profile), a 3x3 layer of 64 kernels on 16x16 images starts from
+    blocks whose vector accumulators come closest to 24 (16 or 32 here), then read the fewest values per step:
+    64 kernels (4 vectors) x 4 pixels where the kernels are vectorised (8 values read, against 10 for 32 x 8
+    and 17 for 16 x 16), 16 kernels x 16 pixels (one vector) where the pixels are. A local search reaches
+    the other shapes of such a block by moving a prime factor from one block size to the other."""
+    from liftpy.params import target_profiles
+
+    sizes = {"N": 1, "C": 8, "H": 16, "W": 16, "K": 64, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes, target_profiles()["pocl-cpu"])
+    blocks = {}  # each kind's first start after the default
+    for c in space.starting_points()[1:]:
+        blocks.setdefault((c["vector_outer"], c["pad_copy"]), (c["block.kernelWeights"], c["block.window"], c["vector"]))
+    assert blocks[2, 1] == blocks[1, 0] == blocks[2, 0] == (64, 4, 16)
+    assert blocks[0, 2] == blocks[0, 0] == (16, 16, 16)
+    filled = next(c for c in space.starting_points() if c["block.kernelWeights"] == 64)
+    moved = {**filled, "block.kernelWeights": 32, "block.window": 8}
+    assert moved in space.neighbours(filled)
+    for n in space.neighbours(filled):  # one choice changed, or the block's shape with its size kept
+        changed = {k for k in filled if n[k] != filled[k]}
+        assert len(changed) == 1 or (changed == {"block.kernelWeights", "block.window"}
+                                     and n["block.kernelWeights"] * n["block.window"] == 256)
+    x, w, b = (np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
+               for shape in ((1, 8, 16, 16), (64, 8, 3, 3), (64,)))
+    got = liftpy.compile(space.lower(filled), sizes).run({"input": x, "weights": w, "biases": b}).output
+    _close(got, np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0))
 
 
 @pytest.mark.parametrize("name", ["conv_bias_relu", "grouped_conv", "depthwise", "dilated_conv"])

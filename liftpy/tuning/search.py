@@ -70,8 +70,8 @@ class RandomSampler:
 
 class LocalSearchSampler:
     """Random trials for a share ``explore`` of the budget (``first`` first: a configuration or a list of
-    them, as the route's starting points), then a local search:
-    an unmeasured neighbour (:meth:`~liftpy.rewrite.route.RouteSpace.neighbours`: one choice changed) of the
+    them, as the route's starting points), then a local search: an unmeasured neighbour
+    (:meth:`~liftpy.rewrite.route.RouteSpace.neighbours`: one choice changed, or a block's shape) of the
     fastest correct configuration so far, else of the next fastest, else a random one again. On the route's
     spaces random search alone found its best late (after 48 to 145 of 150 trials); a block size or a vector
     width next to a good one is usually good too. For any space with ``sample(n, seed)`` and ``neighbours``."""
