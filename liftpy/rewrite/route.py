@@ -212,6 +212,11 @@ class Level:
     def key(self) -> str:
         return f"block.{self.name}"
 
+    @property
+    def divisors(self) -> tuple[int, ...]:
+        """The block sizes this level allows: its length's divisors, 1 included, smallest first."""
+        return tuple(d for d in range(1, self.extent + 1) if self.extent % d == 0)
+
 
 @dataclass(frozen=True)
 class Structure:
@@ -633,9 +638,9 @@ class RouteSpace:
             "vector_outer": [0, 1, 2], "pad_copy": list(PAD_COPY), "reorder": list(REORDER),
             "local_memory": list(LOCAL_MEMORY)}
         for level in self.levels:
-            divisors = [d for d in range(1, level.extent + 1) if level.extent % d == 0]
+            divisors = level.divisors
             at = divisors.index(base[level.key]) if base[level.key] in divisors else 0
-            candidates[level.key] = [1] + divisors[max(0, at - 1):at + 2]
+            candidates[level.key] = [1, *divisors[max(0, at - 1):at + 2]]
         for key in ("vector", LOCAL_SIZE, "partial"):
             value = base[key]
             candidates[key] = [0, value // 2, value * 2] if value else [2, 4, 8]
@@ -690,9 +695,6 @@ class RouteSpace:
         """The two innermost levels that can be blocked together (the inner by its largest divisor up to 8,
         the outer by its largest up to 4), unrolled, two parallel levels, the inner level's accumulators in
         vectors of the block's largest width up to 8 (else scalars); else one level, else none."""
-        def largest_divisor(extent: int, cap: int) -> int:
-            return max(d for d in range(1, cap + 1) if extent % d == 0)
-
         by_name = {level.name: level for level in self.levels}
         for count, caps in ((2, (8, 4)), (1, (8,))):
             for vector in (1, 0):
@@ -702,7 +704,7 @@ class RouteSpace:
                                                            structure.vector, structure.pad_copy) != (2, 0, 1, 0, vector, 0):
                         continue
                     space = self.space(structure)
-                    values = {_parameter_name(n): largest_divisor(by_name[n].extent, cap)
+                    values = {_parameter_name(n): max(d for d in by_name[n].divisors if d <= cap)
                               for n, cap in zip(structure.blocked, caps)}
                     if vector:
                         inner = values[_parameter_name(structure.blocked[0])]
@@ -711,18 +713,23 @@ class RouteSpace:
                         return self.config(structure, values)
         return self.config(Structure((), 2, 0, 0), {})
 
+    def _block_2d(self, config: Mapping[str, int]) -> tuple[Level, Level] | None:
+        """The two levels a configuration blocks, outer first (``self.levels`` is outermost first); None unless
+        it blocks two."""
+        blocked = tuple(level for level in self.levels if config[level.key] > 1)
+        return blocked if len(blocked) == 2 else None
+
     def _outer_vectors(self, base: Mapping[str, int]) -> list[dict[str, int]]:
         """``base``'s 2D block with its outer level's accumulators in vectors, gathered and relaid, where the
         space has them: the outer block the largest divisor of its level up to 16, in vectors of the widest of
         4, 8, 16 that divides it."""
-        by_key = {level.key: level for level in self.levels}
-        blocked = [key for key in by_key if base[key] > 1]
-        if len(blocked) != 2:
+        block = self._block_2d(base)
+        if block is None:
             return []
-        outer = blocked[0]  # self.levels is outermost first
-        size = max(d for d in range(1, 17) if by_key[outer].extent % d == 0)
+        outer = block[0]
+        size = max(d for d in outer.divisors if d <= 16)
         width = max((w for w in (4, 8, 16) if size % w == 0), default=0)
-        kinds = [{**base, outer: size, "vector": width, "vector_outer": kind, "unroll": 1} for kind in (1, 2)]
+        kinds = [{**base, outer.key: size, "vector": width, "vector_outer": kind, "unroll": 1} for kind in (1, 2)]
         return [config for config in kinds if width and self.valid(config)]
 
     def _filled(self, base: Mapping[str, int]) -> dict[str, int] | None:
@@ -733,24 +740,18 @@ class RouteSpace:
         (vector loads of the vectorised level, broadcasts of the other). None where ``base`` has no vectorised
         2D block or no such block is valid. The defaults' small blocks leave most registers unused (on
         VGG-16's layer 0, 8 accumulators took 0.99 ms where the hand-written rows pipeline's 28 took 0.96)."""
-        by_key = {level.key: level for level in self.levels}
-        blocked = [key for key in by_key if base[key] > 1]
-        if len(blocked) != 2 or not base["vector"]:
+        block = self._block_2d(base)
+        if block is None or not base["vector"]:
             return None
-        outer, inner = blocked  # self.levels is outermost first
-        vectorised, other = (outer, inner) if base["vector_outer"] else (inner, outer)
-
-        def divisors(key: str) -> list[int]:
-            return [d for d in range(2, by_key[key].extent + 1) if by_key[key].extent % d == 0]
-
+        vectorised, other = block if base["vector_outer"] else block[::-1]  # block: outer level first
         preferred = min(16, max(4, self.device.preferred_vector_width_float))
         for width in (w for w in (16, 8, 4) if w <= preferred):
-            blocks = [{vectorised: a, other: b} for a in divisors(vectorised) if a % width == 0
-                      for b in divisors(other)]
-            blocks.sort(key=lambda c: (abs(c[vectorised] // width * c[other] - ACCUMULATOR_REGISTERS),
-                                       c[vectorised] // width + c[other]))
-            for block in blocks:
-                config = {**base, **block, "vector": width}
+            blocks = [{vectorised.key: a, other.key: b} for a in vectorised.divisors[1:] if a % width == 0
+                      for b in other.divisors[1:]]
+            blocks.sort(key=lambda c: (abs(c[vectorised.key] // width * c[other.key] - ACCUMULATOR_REGISTERS),
+                                       c[vectorised.key] // width + c[other.key]))
+            for sizes in blocks:
+                config = {**base, **sizes, "vector": width}
                 if self.valid(config):
                     return config
         return None
@@ -770,11 +771,10 @@ class RouteSpace:
         outer = self._outer_vectors(inner)
         copied = [{**c, "pad_copy": 1} for c in outer if c["vector_outer"] == 2] \
             + ([{**inner, "pad_copy": 2}] if inner["vector"] else [])
-        kinds = [self.default(), *copied, inner, *outer]
-        filled = [f for f in map(self._filled, kinds) if f is not None]
-        reordered = {**self.default(), "reorder": 1}
+        default = self.default()
+        filled = [f for f in map(self._filled, [default, *copied, inner, *outer]) if f is not None]
         out: list[dict[str, int]] = []
-        for config in [self.default(), *filled, inner, *outer, *copied, reordered]:
+        for config in [default, *filled, inner, *outer, *copied, {**default, "reorder": 1}]:
             if config not in out and self.valid(config):
                 out.append(config)
         return out
