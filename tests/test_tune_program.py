@@ -92,6 +92,23 @@ def test_the_naive_reference_is_checked_against_the_interpreter_at_reduced_sizes
     assert check_reference(task) == small
 
 
+def test_the_naive_reference_runs_the_levels_of_more_than_one_element_in_parallel():
+    # a batch of one image: the image's map runs once, sequentially, and the kernels and rows take the two
+    # parallel dimensions (given the batch, the naive kernel ran as one work-item)
+    from liftpy.tuning.program import naive_program
+
+    task = ProgramTask.make(CONV, CONV_SIZES)
+    executable = liftpy.compile(naive_program(task), CONV_SIZES)
+    (kernel,) = executable.generated.kernels
+    assert sorted(kernel.launch.global_size) == [6, 9]  # K kernels, H rows
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 4, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    out = executable.run({"input": x, "weights": w, "biases": b}, poison=True).output
+    np.testing.assert_allclose(out, _conv_reference(x, w, b), rtol=1e-4, atol=1e-4)
+
+
 def test_cli_tune_report_and_export_a_program(tmp_path, capsys):
     db = str(tmp_path / "t.sqlite")
     assert main(["tune", str(CONV), *SIZE_ARGS, "--trials", "3", "--db", db, "--repeat", "1",

@@ -201,6 +201,24 @@ def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_
     return steps
 
 
+def spatial_loops(program: Program, sizes: Mapping[str, object], function: str | None = None) \
+        -> Iterator[tuple[tuple[str, ...], int | None, bool]]:
+    """Each spatial loop of the program's nests, outermost first: the names its map binds, its concrete
+    length at ``sizes`` (None where they leave it symbolic), and whether its nest reduces."""
+    for nest in loop_nests(program, function, sizes):
+        for loop in nest.spatial:
+            f = loop.node.args[0]
+            if isinstance(f, Lambda):
+                yield tuple(f.param.names()), arith.as_expr(loop.extent).as_int(), bool(nest.reductions)
+
+
+def unit_levels(program: Program, sizes: Mapping[str, object], function: str | None = None) -> frozenset[str]:
+    """The names bound by the spatial loops of one element at ``sizes`` (a batch of one image, a convolution
+    of one group): what :func:`lowering` runs sequentially instead of giving them a parallel dimension."""
+    return frozenset(name for names, extent, _ in spatial_loops(program, sizes, function) if extent == 1
+                     for name in names)
+
+
 @dataclass(frozen=True)
 class Level:
     """A spatial level of a nest that reduces: the name its map binds and its length."""
@@ -301,7 +319,7 @@ class RouteSpace:
         self.levels = tuple(level for level in self._levels() if self._blocked((level.name,), 0)[0] is not None)
         #: the spatial levels of one element at these sizes (a batch of one, one group): sequential, and not
         #: among the levels ``parallel`` and ``sequential_outer`` count
-        self.unit_levels = frozenset(self._unit_levels())
+        self.unit_levels = unit_levels(self.program, self.sizes, function)
         #: whether the program pads an input that a copy can take the place of, and a copy rotated too (the
         #: padded view has two dimensions or more)
         self.pads = isinstance(self._copy_padding()(self.program), Success)
@@ -311,28 +329,14 @@ class RouteSpace:
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure
-    def _spatial_loops(self) -> Iterator[tuple[tuple[str, ...], int | None, bool]]:
-        """Each spatial loop of the program's nests, outermost first: the names its map binds, its concrete
-        length (None where the sizes leave it symbolic), and whether its nest reduces."""
-        for nest in loop_nests(self.program, self.function, self.sizes):
-            for loop in nest.spatial:
-                f = loop.node.args[0]
-                if isinstance(f, Lambda):
-                    yield tuple(f.param.names()), arith.as_expr(loop.extent).as_int(), bool(nest.reductions)
-
     def _levels(self) -> tuple[Level, ...]:
         """The spatial levels of the nests that reduce, outermost first, with concrete lengths of 2 or more."""
         out: list[Level] = []
-        for names, extent, reduces in self._spatial_loops():
+        for names, extent, reduces in spatial_loops(self.program, self.sizes, self.function):
             if reduces and names and extent is not None and extent >= 2 \
                     and names[0] not in {level.name for level in out}:
                 out.append(Level(names[0], extent))
         return tuple(out)
-
-    def _unit_levels(self) -> Iterator[str]:
-        for names, extent, _ in self._spatial_loops():
-            if extent == 1:
-                yield from names
 
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
@@ -784,5 +788,5 @@ class RouteSpace:
         return f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
 
 
-__all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering",
+__all__ = ["ROUTE_VERSION", "RouteSpace", "spatial_loops", "unit_levels", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering",
            "partial_sums"]
