@@ -241,6 +241,34 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
     _close(got, np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0))
 
 
+def test_the_register_filling_blocks_and_vectors_follow_the_device():
+    """On a CPU whose preferred vectors have 8 lanes (AVX2, 16 vector registers), the starting points use
+    vectors of at most 8 lanes and aim at 12 and then 8 vector accumulators (24 and 16 with 16 lanes): for the
+    3x3 layer above, 16 kernels (2 vectors) x 4 pixels where the kernels are vectorised (8 accumulators, 6
+    values read per step, against 9 for 8 x 8 and 17 for 8 x 16), 4 kernels x 16 pixels where the pixels are."""
+    from liftpy.params import target_profiles
+    from liftpy.rewrite.route import accumulator_targets
+
+    wide = target_profiles()["pocl-cpu"]
+    avx2 = dataclasses.replace(wide, preferred_vector_width_float=8)
+    assert accumulator_targets(wide) == (24, 16) and accumulator_targets(avx2) == (12, 8)
+    sizes = {"N": 1, "C": 8, "H": 16, "W": 16, "K": 64, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes, avx2)
+    starts = space.starting_points()
+    assert all(c["vector"] in (0, 4, 8) for c in starts) and space.default()["vector"] == 8
+    blocks = {}
+    for c in starts[1:]:
+        blocks.setdefault((c["vector_outer"], c["pad_copy"]), (c["block.kernelWeights"], c["block.window"], c["vector"]))
+    assert blocks[2, 1] == (16, 4, 8) and blocks[0, 2] == (4, 16, 8)
+    x, w, b = (np.random.default_rng(6).standard_normal(shape, dtype=np.float32)
+               for shape in ((1, 8, 16, 16), (64, 8, 3, 3), (64,)))
+    expected = np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0)
+    for c in starts[:3]:
+        _close(liftpy.compile(space.lower(c), sizes).run({"input": x, "weights": w, "biases": b}, poison=True).output,
+               expected)
+
+
 @pytest.mark.parametrize("name", ["conv_bias_relu", "grouped_conv", "depthwise", "dilated_conv"])
 def test_the_padding_copied_by_a_kernel_of_its_own(name):
     """``pad_copy``: the padded input is copied by a kernel that reads only the input (a convolution's image,

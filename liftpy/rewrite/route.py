@@ -118,10 +118,18 @@ PARTIAL = (0, 1)
 REORDER = (0, 1)
 #: with work-groups: what the group's work-items all read staged in local memory or not
 LOCAL_MEMORY = (0, 1)
-#: the vector accumulators a register-filling block aims at (:meth:`RouteSpace._filled`): 24 of AVX-512's 32
-#: vector registers, the others left for a step's operands (the default rule of the hand-written direct
-#: pipelines, liftpy.nn.conv.default_config)
-ACCUMULATOR_REGISTERS = 24
+
+
+def accumulator_targets(device) -> tuple[int, ...]:
+    """The vector accumulators a register-filling block aims at (:meth:`RouteSpace._filled`): three quarters
+    and half of the device's vector registers, the rest for a step's operands -- 32 registers where its
+    preferred vectors have 16 lanes (AVX-512), else 16 (AVX2). Neither target is best everywhere, so the
+    search starts from both. On AVX-512 (Zen 4) 24 accumulators were the hand-written direct pipelines' rule
+    and VGG-16 layer 0's best; on AVX2 (Zen 3, PoCL, 8-lane vectors, kernels x pixels per work-item) 8
+    accumulators took 20 ms on VGG-16's layer 10 where 14 took 33 and 28 took 26, but 14 took 11 ms on
+    layer 24 where 8 took 17."""
+    registers = 32 if device.preferred_vector_width_float >= 16 else 16
+    return (registers * 3 // 4, registers // 2)
 
 
 def _prime_factors(n: int) -> list[int]:
@@ -726,33 +734,39 @@ class RouteSpace:
     def _outer_vectors(self, base: Mapping[str, int]) -> list[dict[str, int]]:
         """``base``'s 2D block with its outer level's accumulators in vectors, gathered and relaid, where the
         space has them: the outer block the largest divisor of its level up to 16, in vectors of the widest of
-        4, 8, 16 that divides it."""
+        4, 8, 16 that divides it and the device's preferred width allows (:meth:`_widths`: on AVX2, a block of
+        16 kernels x 8 pixels of VGG-16's layer 10 took 31 ms in vectors of 16 lanes, 25 in vectors of 8)."""
         block = self._block_2d(base)
         if block is None:
             return []
         outer = block[0]
         size = max(d for d in outer.divisors if d <= 16)
-        width = max((w for w in (4, 8, 16) if size % w == 0), default=0)
+        width = max((w for w in self._widths() if size % w == 0), default=0)
         kinds = [{**base, outer.key: size, "vector": width, "vector_outer": kind, "unroll": 1} for kind in (1, 2)]
         return [config for config in kinds if width and self.valid(config)]
 
-    def _filled(self, base: Mapping[str, int]) -> dict[str, int] | None:
+    def _widths(self) -> tuple[int, ...]:
+        """The vector widths the starting points use, narrowest first: 4, 8 and 16 lanes, up to the device's
+        preferred width (at least 4: a GPU's preferred 1 says nothing of the registers' width)."""
+        return tuple(w for w in (4, 8, 16) if w <= max(4, self.device.preferred_vector_width_float))
+
+    def _filled(self, base: Mapping[str, int], target: int) -> dict[str, int] | None:
         """``base``'s 2D block grown to fill the vector registers: vectors along the level ``base`` vectorises,
         of the widest width up to the device's preferred one (4 to 16 lanes) that a block of that level can
         hold; block sizes (divisors of their levels, the vectorised one a multiple of the width) whose vector
-        accumulators come closest to :data:`ACCUMULATOR_REGISTERS`, then read the fewest values per step
-        (vector loads of the vectorised level, broadcasts of the other). None where ``base`` has no vectorised
-        2D block or no such block is valid. The defaults' small blocks leave most registers unused (on
-        VGG-16's layer 0, 8 accumulators took 0.99 ms where the hand-written rows pipeline's 28 took 0.96)."""
+        accumulators come closest to ``target`` (:func:`accumulator_targets`), then read the fewest values per
+        step (vector loads of the vectorised level, broadcasts of the other). None where ``base`` has no
+        vectorised 2D block or no such block is valid. The defaults' small blocks leave most registers unused
+        (on VGG-16's layer 0 and AVX-512, 8 accumulators took 0.99 ms where the hand-written rows pipeline's 28
+        took 0.96)."""
         block = self._block_2d(base)
         if block is None or not base["vector"]:
             return None
         vectorised, other = block if base["vector_outer"] else block[::-1]  # block: outer level first
-        preferred = min(16, max(4, self.device.preferred_vector_width_float))
-        for width in (w for w in (16, 8, 4) if w <= preferred):
+        for width in reversed(self._widths()):
             blocks = [{vectorised.key: a, other.key: b} for a in vectorised.divisors[1:] if a % width == 0
                       for b in other.divisors[1:]]
-            blocks.sort(key=lambda c: (abs(c[vectorised.key] // width * c[other.key] - ACCUMULATOR_REGISTERS),
+            blocks.sort(key=lambda c: (abs(c[vectorised.key] // width * c[other.key] - target),
                                        c[vectorised.key] // width + c[other.key]))
             for sizes in blocks:
                 config = {**base, **sizes, "vector": width}
@@ -762,7 +776,7 @@ class RouteSpace:
 
     def starting_points(self) -> list[dict[str, int]]:
         """The default first, then each kind of vectors with its block grown to fill the registers
-        (:meth:`_filled`), then each other kind of vectors once -- along the inner level, along a 2D
+        (:meth:`_filled`, three quarters of the registers, then half), then each other kind of vectors once -- along the inner level, along a 2D
         block's outer level gathered and relaid (:meth:`_outer_vectors`), reading through the padding view --
         and the relaid ones with the padding copied, the inner vectors with the padding copied rotated (its
         pixels side by side, as the vectors read them), and the default with its sum's loops in the other
@@ -776,7 +790,8 @@ class RouteSpace:
         copied = [{**c, "pad_copy": 1} for c in outer if c["vector_outer"] == 2] \
             + ([{**inner, "pad_copy": 2}] if inner["vector"] else [])
         default = self.default()
-        filled = [f for f in map(self._filled, [default, *copied, inner, *outer]) if f is not None]
+        filled = [f for target in accumulator_targets(self.device)
+                  for f in (self._filled(base, target) for base in [default, *copied, inner, *outer]) if f is not None]
         out: list[dict[str, int]] = []
         for config in [default, *filled, inner, *outer, *copied, {**default, "reorder": 1}]:
             if config not in out and self.valid(config):
@@ -788,5 +803,5 @@ class RouteSpace:
         return f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
 
 
-__all__ = ["ROUTE_VERSION", "RouteSpace", "spatial_loops", "unit_levels", "Structure", "Sketch", "Level", "block_level", "binds", "walks_block", "route_lowering",
-           "partial_sums"]
+__all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "accumulator_targets", "binds", "block_level",
+           "partial_sums", "route_lowering", "spatial_loops", "unit_levels", "walks_block"]
