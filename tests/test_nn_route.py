@@ -104,6 +104,11 @@ def test_a_layer_tuned_through_the_route_is_found_by_conv2d_report_and_export(tm
     assert main(["report", *shape, "-o", str(tmp_path)]) == 0
     report = capsys.readouterr().out
     assert "the best low-level program" in report and re.search(r"^\s+1\s+\d", report, re.M)
+    other = ["--input", "4x10x8", *shape[2:]]  # another layer of the same program: a figure of its own
+    assert main(["tune", *other, "--trials", "2", "--repeat", "1"]) == 0
+    assert main(["report", *other, "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert len(list(tmp_path.glob("pareto-conv2d-*.png"))) == 2
     out_dir = tmp_path / "best"
     assert main(["export", *shape, "-o", str(out_dir)]) == 0
     assert "OIHW" in (out_dir / "README.txt").read_text()

@@ -5,6 +5,8 @@ figure 5). Figures are PNG files made with matplotlib.
 
 from __future__ import annotations
 
+import hashlib
+
 from collections import Counter
 from pathlib import Path
 
@@ -110,8 +112,9 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
 
 
 def _file_name(layer) -> str:
-    if isinstance(layer, ProgramTask):  # a program: its file's name and its key's hash
-        return f"{layer.name}-{layer.key.split()[1]}"
+    if isinstance(layer, ProgramTask):  # a program: its file's name and a hash of its key (sizes included:
+        # every layer of conv2d.lift is the same program, and their figures went to one file)
+        return f"{layer.name}-{hashlib.sha256(layer.key.encode()).hexdigest()[:12]}"
     return layer.name if "." in layer.name else layer.key.replace(" ", "_").replace(",", "-")
 
 
