@@ -93,8 +93,8 @@ from .strategies import (
 
 #: what a configuration means: raised when the same configuration comes to lower to another program, so that
 #: a database's trials of the earlier meaning are neither resumed nor reported as this one's (2: levels of one
-#: element no longer take a parallel dimension)
-ROUTE_VERSION = 2
+#: element no longer take a parallel dimension; 3: nor do the maps over a block's elements)
+ROUTE_VERSION = 3
 #: the most levels blocked at once (a 2D register block)
 MAX_BLOCKED = 2
 #: the structural choices and their values
@@ -196,17 +196,22 @@ def vectorize_block(width: arith.Expr, outer: bool = False) -> Strategy:
 def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_groups: int = 0,
                    unit_levels: frozenset[str] = frozenset()) -> Strategy:
     """The default lowering with ``parallel`` global levels below ``sequential_outer`` sequential ones (as
-    work-groups of ``local_size`` work-items with ``work_groups``), the ``unit_levels`` (one element)
-    sequential and not counted, and, with ``unroll``, the loops over blocks unrolled (so that the accumulators
-    are registers)."""
+    work-groups of ``local_size`` work-items with ``work_groups``), the ``unit_levels`` (one element) and the
+    maps over a block's elements sequential and not counted (a ReLU over a block's results took the third
+    parallel level: each work-item computed the whole block for one of its elements, and with vectors the
+    lane became a run-time choice the code generator refuses), and, with ``unroll``, the loops over blocks
+    unrolled (so that the accumulators are registers)."""
+    local = arith.Var(LOCAL_SIZE) if work_groups else None
+    steps = lowering(parallel=parallel, sequential_outer=sequential_outer, local_size=local, unit_levels=unit_levels,
+                     stays_sequential=walks_block)
+    return steps >> unroll_blocks() if unroll else steps
+
+
+def unroll_blocks() -> Strategy:
+    """The loops over blocks of a lowered program unrolled (their accumulators then registers)."""
     from . import rules
 
-    local = arith.Var(LOCAL_SIZE) if work_groups else None
-    steps = lowering(parallel=parallel, sequential_outer=sequential_outer, local_size=local, unit_levels=unit_levels)
-    if unroll:
-        steps = steps >> normalize(when(walks_block, "loop over a block")
-                                   >> left_choice(rules.mapSeqUnroll, rules.reduceSeqUnroll))
-    return steps
+    return normalize(when(walks_block, "loop over a block") >> left_choice(rules.mapSeqUnroll, rules.reduceSeqUnroll))
 
 
 def spatial_loops(program: Program, sizes: Mapping[str, object], function: str | None = None) \
@@ -316,6 +321,7 @@ class RouteSpace:
         self._spaces: dict[Structure, object] = {}
         self._block_results: dict[tuple, tuple[Program | None, str]] = {}
         self._rewrites: dict[tuple, tuple[Program | None, str]] = {}
+        self._lowerings: dict[tuple, object] = {}
         self._staged: dict[Structure, arith.Expr | None] = {}
         from . import rules
 
@@ -490,12 +496,30 @@ class RouteSpace:
             self._staged[key] = words
         return self._staged[key]
 
+    def _lowered(self, structure: Structure):
+        """The structure's rewritten program lowered (a Success or a Failure; None where the rewrites fail),
+        shared by the structures that differ only in the relaid copy (``vector`` 3: the same lowering, the
+        copy made after it), and the unrolled lowering made from the plain one (the same steps, then the
+        unrolling: route_lowering)."""
+        key = (structure.blocked, structure.reorder, structure.partial, min(structure.vector, 2), structure.parallel,
+               structure.sequential_outer, structure.work_groups, structure.unroll)
+        if key not in self._lowerings:
+            tree, _ = self._rewritten(structure)
+            if tree is None:
+                self._lowerings[key] = None
+            elif structure.unroll:
+                plain = self._lowered(dataclasses.replace(structure, unroll=0))
+                self._lowerings[key] = plain if not plain else unroll_blocks()(plain)
+            else:
+                self._lowerings[key] = route_lowering(structure.parallel, False, structure.sequential_outer,
+                                                      structure.work_groups, self.unit_levels)(tree)
+        return self._lowerings[key]
+
     def _make_sketch(self, structure: Structure) -> Sketch:
         tree, failure = self._rewritten(structure)
         if tree is None:
             return Sketch(structure, None, failure)
-        lowered = route_lowering(structure.parallel, bool(structure.unroll), structure.sequential_outer,
-                                 structure.work_groups, self.unit_levels)(tree)
+        lowered = self._lowered(structure)
         if not isinstance(lowered, Success):
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program

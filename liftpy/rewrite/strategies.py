@@ -497,7 +497,8 @@ def is_prim(*names: str) -> Strategy:
 
 # ------------------------------------------------------------------------------------------------ named strategies
 def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0, local_size=None,
-             unit_levels: frozenset[str] = frozenset()) -> Strategy:
+             unit_levels: frozenset[str] = frozenset(), stays_sequential: Callable[[Tree], bool] | None = None) \
+        -> Strategy:
     """The default route to OpenCL for a one-kernel program, as in the paper's listing 1:
 
     * the outermost ``parallel`` levels of maps that compute become global maps, the outermost
@@ -521,6 +522,9 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
     neither the parallel levels nor ``sequential_outer`` count them (unless no other level is below them) -- a
     dimension given to such a map runs one work-item in it, and a conv2d layer of one image and one group ran
     on one core.
+
+    A map ``stays_sequential`` says is neither a parallel level nor a sequential outer one, nor counted among
+    them (the automatic route's maps over a register block's results: one work-item computes the block).
     """
     from . import rules
 
@@ -532,17 +536,24 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
             and not unit_levels.isdisjoint(tree.args[0].param.names())
 
     unit = when(is_unit, "map over one element")
-    compute_map = when(is_compute_map, "compute map")  # a unit map too, where no other level is below it
+    # a level: a unit map too, where no other level is below it
+    def sequential_map(tree) -> bool:  # a map that computes and stays sequential
+        return is_compute_map(tree) and stays_sequential is not None and stays_sequential(tree)
+
+    compute_map = when(lambda t: is_compute_map(t) and not sequential_map(t), "compute map")
+
+    def descend(tree) -> bool:  # where the next level is looked for: not in a reduction, nor in a block's map
+        return not_reduction(tree) and not sequential_map(tree)
 
     def past_units(build: Callable[[], Strategy]) -> Strategy:  # build(), or unit maps made sequential around it
         # (a unit map above no other level stays parallel: a kernel's result is computed by a parallel map)
         skipping = _Lazy(lambda: left_choice(
-            unit >> rules.mapSeq >> function_arg(top_down_where(skipping, not_reduction)), build()), "past units")
+            unit >> rules.mapSeq >> function_arg(top_down_where(skipping, descend)), build()), "past units")
         return skipping
 
     def level(k: int) -> Strategy:  # this computing map as mapGlb(k - 1), the next k - 1 levels inside it below
         s = compute_map >> rules.mapGlb(k - 1)
-        return past_units(lambda: s >> function_arg(try_(top_down_where(level(k - 1), not_reduction)))
+        return past_units(lambda: s >> function_arg(try_(top_down_where(level(k - 1), descend)))
                           if k > 1 else s)
 
     def local_level(d: int) -> Strategy:  # this computing map as work-groups of local_size work-items
@@ -552,18 +563,18 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
     def group_level(k: int) -> Strategy:  # mapWrg(k - 1) with the next levels inside, or the innermost split
         if k == 1:
             return past_units(lambda: compute_map >> local_level(0))
-        deeper = rules.mapWrg(k - 1) >> function_arg(top_down_where(group_level(k - 1), not_reduction))
+        deeper = rules.mapWrg(k - 1) >> function_arg(top_down_where(group_level(k - 1), descend))
         return past_units(lambda: compute_map >> left_choice(deeper, local_level(k - 1)))
 
     parallel_levels = level if local_size is None else group_level
 
     def outer(k: int) -> Strategy:  # this computing map sequential, the next levels below it
-        return past_units(lambda: compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), not_reduction))) \
+        return past_units(lambda: compute_map >> rules.mapSeq >> function_arg(top_down_where(outer(k - 1), descend))) \
             if k else parallel_levels(parallel)
 
     steps = [
         try_(topDown(outer(sequential_outer))),
-        normalize(compute_map >> rules.mapSeq),
+        normalize(when(is_compute_map, "compute map") >> rules.mapSeq),
         normalize(rules.reduceSeq),
         normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateVectorRow,
                                 rules.privateAccumulator)),
