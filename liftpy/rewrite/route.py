@@ -800,9 +800,9 @@ class RouteSpace:
 
     def starting_points(self) -> list[dict[str, int]]:
         """The default first, then each kind of vectors with its block grown to fill the registers
-        (:meth:`_filled`, three quarters of the registers, then half), then each other kind of vectors once -- along the inner level, along a 2D
-        block's outer level gathered and relaid (:meth:`_outer_vectors`), reading through the padding view --
-        and the relaid ones with the padding copied, the inner vectors with the padding copied rotated (its
+        (:meth:`_filled`, three quarters of the registers, then half), then each other kind of vectors once --
+        along the inner level, along a 2D block's outer level gathered and relaid (:meth:`_outer_vectors`),
+        reading through the padding view -- and the relaid ones with the padding copied, the inner vectors with the padding copied rotated (its
         pixels side by side, as the vectors read them), and the default with its sum's loops in the other
         order, where the space has them: so that a short tuning does not wait for random trials to find the
         kind that fits the program's layouts (a matrix product's relaid outer vectors were 1.3x slower than its

@@ -536,10 +536,10 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
             and not unit_levels.isdisjoint(tree.args[0].param.names())
 
     unit = when(is_unit, "map over one element")
-    # a level: a unit map too, where no other level is below it
     def sequential_map(tree) -> bool:  # a map that computes and stays sequential
         return is_compute_map(tree) and stays_sequential is not None and stays_sequential(tree)
 
+    # a level: a unit map too, where no other level is below it
     compute_map = when(lambda t: is_compute_map(t) and not sequential_map(t), "compute map")
 
     def descend(tree) -> bool:  # where the next level is looked for: not in a reduction, nor in a block's map

@@ -6,9 +6,10 @@ that renaming the file or reformatting it keeps its trials. A trial lowers one c
 :class:`liftpy.rewrite.route.RouteSpace`, builds it, runs it once on inputs drawn for the trial with its output
 and intermediate buffers filled with NaN, and compares the output with the *naive* route's
 (``lower_to_opencl``: every reduction a plain sequential loop, no block; its levels of one element
-sequential) run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, since the interpreter is too
-slow at real sizes for some programs (a 512^3 matrix product takes minutes). The naive route itself is
-checked against the interpreter, at reduced sizes, before the search starts (:func:`check_reference`).
+sequential) run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, since the
+interpreter is too slow at real sizes for some programs (a 512^3 matrix product takes minutes). The naive
+route itself is checked against the interpreter, at reduced sizes, before the search starts
+(:func:`check_reference`).
 """
 
 from __future__ import annotations

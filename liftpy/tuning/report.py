@@ -6,7 +6,6 @@ figure 5). Figures are PNG files made with matplotlib.
 from __future__ import annotations
 
 import hashlib
-
 from collections import Counter
 from pathlib import Path
 
