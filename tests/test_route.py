@@ -1,6 +1,7 @@
 """The automatic route (liftpy.rewrite.route): each example program's space, generated from its loop nests,
-and every configuration of it a correct low-level program -- checked against the numpy references of
-tests/reference.py, not against liftpy's own interpreter or naive route."""
+and its configurations correct low-level programs (sampled ones by default; with -m slow, a set covering every
+pair of choices) -- checked against the numpy references of tests/reference.py, not against liftpy's own
+interpreter or naive route."""
 
 import dataclasses
 import itertools
