@@ -32,10 +32,10 @@ def leave_first_row_unwritten(config, generated):
 def drop_last_window_term(config, generated):
     """The reduction over each window stops one element short: every output misses its last term."""
     def edit(source):
-        loops = re.findall(r"for \(int (\w+) = 0; \1 < (\d+); \1\+\+\) \{\n", source)
+        loops = re.findall(r"for \((?:int|long) (\w+) = 0; \1 < (\d+); \1\+\+\) \{\n", source)
         nest = loops[:3]  # the window's loops: kernel rows, kernel columns, channels (direct's order)
         last = " && ".join(f"{name} == {int(bound) - 1}" for name, bound in nest)
-        innermost = re.search(rf"for \(int {nest[-1][0]} = 0;[^\n]*\n", source)
+        innermost = re.search(rf"for \((?:int|long) {nest[-1][0]} = 0;[^\n]*\n", source)
         return source[:innermost.end()] + f"        if ({last}) break;\n" + source[innermost.end():]
     return _edit_output_kernel(config, generated, edit)
 
@@ -43,7 +43,7 @@ def drop_last_window_term(config, generated):
 def write_a_row_twice(config, generated):
     """The work-items of output row 1 compute and write row 0 again: row 0 is written twice, row 1 never."""
     def edit(source):
-        return re.sub(r"(int gid1_\w+ = )get_global_id\(1\);", r"\1(get_global_id(1) == 1 ? 0 : get_global_id(1));",
+        return re.sub(r"((?:int|long) gid1_\w+ = )get_global_id\(1\);", r"\1(get_global_id(1) == 1 ? 0 : get_global_id(1));",
                       source, count=1)
     return _edit_output_kernel(config, generated, edit)
 

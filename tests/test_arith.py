@@ -527,6 +527,10 @@ def test_c_names_and_to_c():
     assert to_c((n - size + step) // step) == "(n+step-size)/step"
     assert to_c(min_(n, m) * 2 - (i % 3)) == "2*min(m, n)-i%3"
     assert to_c(-(x // 2)) == "-(x/2)"
+    # a kernel of 64-bit loop indices and 32-bit work-item ones: min's operands are all long (OpenCL has no
+    # min(int, long))
+    assert to_c(min_(n, 62) + 1, "long") == "min(62L, (long)n)+1" and to_c(min_(n, 62) + 1) == "min(62, n)+1"
+    assert to_c(max_(i - 2, n), "long") == "max((long)n, (long)(i-2))"
 
 
 def test_to_z3_semantics():

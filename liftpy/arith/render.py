@@ -21,45 +21,61 @@ _SUM, _PROD, _UNARY, _ATOM = 1, 2, 3, 4
 
 def to_text(expr: Expr) -> str:
     """The size-syntax rendering (``/`` is floor division of the non-negative values sizes are)."""
-    return _render(expr, lambda name: name, {})[0]
+    return _render(expr, lambda name: name, {}, "")[0]
 
 
-def to_c(expr: Expr) -> str:
-    """C99/OpenCL C rendering; ``/`` and ``%`` agree with floor semantics for non-negative operands only."""
+def to_c(expr: Expr, index_type: str = "int") -> str:
+    """C99/OpenCL C rendering; ``/`` and ``%`` agree with floor semantics for non-negative operands only.
+    With ``index_type`` ``long`` (a kernel's loop indices are 64-bit), the operands of ``min``/``max`` are
+    ``long`` (:func:`_min_operand`): OpenCL's ``min(62, i)`` for a ``long i`` is an ambiguous overload."""
     from liftpy.arith.expr import as_expr
 
-    return _render(as_expr(expr), c_name, {})[0]
+    return _render(as_expr(expr), c_name, {}, "L" if index_type == "long" else "")[0]
 
 
-def _render(e: Expr, name: Callable[[str], str], memo: dict) -> tuple[str, int]:
+def _render(e: Expr, name: Callable[[str], str], memo: dict, suffix: str) -> tuple[str, int]:
+    """``e`` as text and its precedence; ``suffix``: see :func:`_min_operand`."""
     hit = memo.get(e)
     if hit is None:
-        hit = _render_node(e, name, memo)
+        hit = _render_node(e, name, memo, suffix)
         memo[e] = hit
     return hit
 
 
-def _operand(e: Expr, name, memo, right: bool) -> str:
+def _operand(e: Expr, name, memo, suffix: str, right: bool) -> str:
     """An operand of ``/`` or ``%``: a left one may be a product, a right one only an atom."""
-    text, prec = _render(e, name, memo)
+    text, prec = _render(e, name, memo, suffix)
     if prec == _SUM or prec == _UNARY or (right and prec != _ATOM):
         return f"({text})"
     return text
 
 
-def _render_node(e: Expr, name, memo) -> tuple[str, int]:
+def _render_node(e: Expr, name, memo, suffix: str) -> tuple[str, int]:
     if isinstance(e, Const):
         return str(e.value), (_ATOM if e.value >= 0 else _UNARY)
     if isinstance(e, Var):
         return name(e.name), _ATOM
     if isinstance(e, (FloorDiv, Mod)):
         op = "/" if isinstance(e, FloorDiv) else "%"
-        return f"{_operand(e.num, name, memo, False)}{op}{_operand(e.den, name, memo, True)}", _PROD
+        return f"{_operand(e.num, name, memo, suffix, False)}{op}{_operand(e.den, name, memo, suffix, True)}", _PROD
     if isinstance(e, (Min, Max)):
         fn = "min" if isinstance(e, Min) else "max"
-        return f"{fn}({_render(e.a, name, memo)[0]}, {_render(e.b, name, memo)[0]})", _ATOM
+        a, b = (_min_operand(x, name, memo, suffix) for x in (e.a, e.b))
+        return f"{fn}({a}, {b})", _ATOM
     assert isinstance(e, Poly)
-    return _render_sum(e, name, memo)
+    return _render_sum(e, name, memo, suffix)
+
+
+def _min_operand(e: Expr, name, memo, suffix: str) -> str:
+    """An operand of ``min``/``max``; with ``suffix`` ``L`` (64-bit loop indices beside 32-bit work-item ones),
+    a ``long`` whatever its variables: a constant ``62L``, anything else cast (OpenCL has no
+    ``min(int, long)``)."""
+    text, prec = _render(e, name, memo, suffix)
+    if not suffix:
+        return text
+    if isinstance(e, Const):
+        return text + suffix
+    return f"(long){text}" if prec == _ATOM else f"(long)({text})"
 
 
 def _display_key(mc) -> tuple:
@@ -68,13 +84,13 @@ def _display_key(mc) -> tuple:
     return (group, -sum(x for _, x in m), tuple((a._key, x) for a, x in m))
 
 
-def _render_term(m, magnitude: int, name, memo) -> tuple[str, int, bool]:
+def _render_term(m, magnitude: int, name, memo, suffix: str) -> tuple[str, int, bool]:
     """``magnitude * m`` as text, its precedence, and whether it is one bare ``/`` or ``%`` factor."""
     if not m:
         return str(magnitude), _ATOM, False
     factors = []
     for a, x in m:
-        factors.extend([_render(a, name, memo)] * x)
+        factors.extend([_render(a, name, memo, suffix)] * x)
     if magnitude == 1 and len(factors) == 1:
         text, prec = factors[0]
         return text, prec, prec == _PROD
@@ -83,12 +99,12 @@ def _render_term(m, magnitude: int, name, memo) -> tuple[str, int, bool]:
     return "*".join(parts), _PROD, False
 
 
-def _render_sum(e: Poly, name, memo) -> tuple[str, int]:
+def _render_sum(e: Poly, name, memo, suffix: str) -> tuple[str, int]:
     out = []
     prec = _SUM
     terms = sorted(e.terms, key=_display_key)
     for i, (m, c) in enumerate(terms):
-        text, prec, bare_div = _render_term(m, abs(c), name, memo)
+        text, prec, bare_div = _render_term(m, abs(c), name, memo, suffix)
         if i == 0:
             if c < 0:
                 out.append(f"-({text})" if bare_div else f"-{text}")

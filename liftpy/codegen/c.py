@@ -29,8 +29,8 @@ class CExpr:
         self.parts = parts
         self.atomic = atomic  # needs no parentheses when used as an operand
 
-    def render(self, registers: Registers = frozenset()) -> str:
-        return "".join(render(p, registers) for p in self.parts)
+    def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
+        return "".join(render(p, registers, index) for p in self.parts)
 
     def __str__(self) -> str:
         return self.render()
@@ -39,19 +39,19 @@ class CExpr:
         return self if self.atomic else CExpr("(", self, ")", atomic=True)
 
 
-def render(p: Fragment, registers: Registers = frozenset()) -> str:
+def render(p: Fragment, registers: Registers = frozenset(), index: str = "int") -> str:
     if isinstance(p, str):
         return p
     if isinstance(p, Expr):
-        return to_c(p)
+        return to_c(p, index)
     if hasattr(p, "render"):
-        return p.render(registers)
+        return p.render(registers, index)
     return str(p)
 
 
-def _index_paren(e: Expr) -> str:
+def _index_paren(e: Expr, index: str) -> str:
     """An index expression as C, in brackets unless it is a constant or a name."""
-    text = to_c(e)
+    text = to_c(e, index)
     return text if text.replace("_", "a").isalnum() else f"({text})"
 
 
@@ -135,13 +135,13 @@ class MemRef:
     def __init__(self, mem: Memory, offset: Expr):
         self.mem, self.offset = mem, as_expr(offset)
 
-    def render(self, registers: Registers = frozenset()) -> str:
+    def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
         m = self.mem
         if m.is_variable:
             return m.c_name
         if m in registers:
             return f"{m.c_name}_{self.offset.as_int()}"
-        return f"{m.c_name}[{to_c(self.offset)}]"
+        return f"{m.c_name}[{to_c(self.offset, index)}]"
 
     __str__ = render
 
@@ -154,8 +154,8 @@ class VLoad:
     def __init__(self, mem: Memory, offset: Expr, width: int):
         self.mem, self.offset, self.width = mem, as_expr(offset), width
 
-    def render(self, registers: Registers = frozenset()) -> str:
-        return f"vload{self.width}(0, {self.mem.c_name} + {to_c(self.offset)})"
+    def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
+        return f"vload{self.width}(0, {self.mem.c_name} + {to_c(self.offset, index)})"
 
     __str__ = render
 
@@ -169,8 +169,8 @@ class VectorOf:
     def __init__(self, ctype: str, lanes: tuple[CExpr, ...]):
         self.ctype, self.lanes = ctype, tuple(lanes)
 
-    def render(self, registers: Registers = frozenset()) -> str:
-        lanes = [lane.render(registers) for lane in self.lanes]
+    def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
+        lanes = [lane.render(registers, index) for lane in self.lanes]
         if len(set(lanes)) == 1:  # one value broadcast (a weight a block of pixels shares): OpenCL's splat
             return f"(({self.ctype})({lanes[0]}))"
         return f"(({self.ctype})(" + ", ".join(lanes) + "))"
@@ -187,10 +187,10 @@ class Guarded:
     def __init__(self, index: Expr, n: Expr, inside: CExpr, border: CExpr):
         self.index, self.n, self.inside, self.border = as_expr(index), as_expr(n), inside, border
 
-    def render(self, registers: Registers = frozenset()) -> str:
-        j = _index_paren(self.index)
-        return (f"((0 <= {j} && {j} < {self.n.as_int()}) ? {self.inside.render(registers)} : "
-                f"{self.border.render(registers)})")
+    def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
+        j = _index_paren(self.index, index)
+        return (f"((0 <= {j} && {j} < {self.n.as_int()}) ? {self.inside.render(registers, index)} : "
+                f"{self.border.render(registers, index)})")
 
     __str__ = render
 
@@ -203,7 +203,7 @@ class Param:
     def __init__(self, name: str):
         self.name = name
 
-    def render(self, registers: Registers = frozenset()) -> str:
+    def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
         return self.name
 
     __str__ = render
@@ -333,10 +333,11 @@ class Code:
         self.depth -= 1
         self.line("}" + suffix)
 
-    def render(self, base_indent: int = 0, registers: Registers = frozenset()) -> str:
+    def render(self, base_indent: int = 0, registers: Registers = frozenset(), index: str = "int") -> str:
+        """The lines as C; ``index`` is the C type of the kernel's indices (see :func:`~liftpy.arith.to_c`)."""
         out = []
         for depth, parts in self.lines:
-            text = "".join(render(p, registers) for p in parts)
+            text = "".join(render(p, registers, index) for p in parts)
             out.append("    " * (depth + base_indent) + text if text else "")
         return "\n".join(out)
 
