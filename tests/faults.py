@@ -43,7 +43,7 @@ def drop_last_window_term(config, generated):
 def write_a_row_twice(config, generated):
     """The work-items of output row 1 compute and write row 0 again: row 0 is written twice, row 1 never."""
     def edit(source):
-        return re.sub(r"((?:int|long) gid1_\w+ = )get_global_id\(1\);", r"\1(get_global_id(1) == 1 ? 0 : get_global_id(1));",
+        return re.sub(r"(int gid1_\w+ = )get_global_id\(1\);", r"\1(get_global_id(1) == 1 ? 0 : get_global_id(1));",
                       source, count=1)
     return _edit_output_kernel(config, generated, edit)
 

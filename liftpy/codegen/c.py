@@ -334,7 +334,7 @@ class Code:
         self.line("}" + suffix)
 
     def render(self, base_indent: int = 0, registers: Registers = frozenset(), index: str = "int") -> str:
-        """The lines as C; ``index`` is the C type of the kernel's indices (see :func:`~liftpy.arith.to_c`)."""
+        """The lines as C; ``index`` is the C type of the kernel's loop indices (see :func:`~liftpy.arith.to_c`)."""
         out = []
         for depth, parts in self.lines:
             text = "".join(render(p, registers, index) for p in parts)
