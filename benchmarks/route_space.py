@@ -51,7 +51,9 @@ def main():
         lines.append(f"{name:15} {levels:38} {len(list(space.sketches())):8} {space.count():8} {build_s:12.2f} "
                      f"{statistics.median(times):10.1f}")
         print(lines[-1], file=sys.stderr)
-    lines += ["", "space+1000 s: building the space (the rewrites of every sketch, their parameter spaces) and "
+    lines += ["", "configs: the space for the pocl-cpu profile (a tuning counts its device's: their private-memory "
+                  "budgets differ, so do the counts);",
+              "space+1000 s: building the space (the rewrites of every sketch, their parameter spaces) and "
                   "sampling 1,000 configurations (or all, where fewer);",
               f"codegen ms: median time to lower one sampled configuration and generate its kernels (first "
               f"{args.candidates} samples).", "", *machine_record(None),
