@@ -129,12 +129,41 @@ def assert_every_loop_names_its_primitive(source: str):
             assert says, f"{line} is followed by {comment!r}"
             _, n, shape = says.groups()
             extents = [int(e) for e in shape.split(" x ")] if shape else [int(n)]
-            nest = [i] + list(range(i + 2, i + 1 + len(extents)))  # the comment sits after the outermost loop
-            loops = [_SEQUENTIAL_FOR.fullmatch(lines[k]) for k in nest]
-            assert all(loops) and [int(m.group(2)) for m in loops] == extents, (line, comment)
             assert math.prod(extents) == int(n), (line, comment)
-            explained.update(nest)
+            explained.update(_nest_loops(lines, i, extents))
         explained.add(i)
+
+
+# what may stand between the loops of a nest: the interior and border versions of a step
+_BETWEEN_NEST_LOOPS = re.compile(r"if \(.*\) \{|// interior: .*|\}|\} else \{|else \{")
+
+
+def _nest_loops(lines: list[str], first: int, extents: list[int]) -> set[int]:
+    """The lines of the loops of a split nest whose outermost loop is on line ``first`` (its comment after
+    it): the inner loops follow, each inside the one before, only interior/border versions between them; a
+    versioned step repeats the loops inside it, every copy with the same variable and extent."""
+    inner, k = [], first + 2
+    while len(inner) < len(extents) - 1:
+        assert k < len(lines), (lines[first], "its nest ends early")
+        loop = _SEQUENTIAL_FOR.fullmatch(lines[k])
+        if loop:
+            inner.append((loop.group(1), int(loop.group(2))))
+        else:
+            assert _BETWEEN_NEST_LOOPS.fullmatch(lines[k]), (lines[first], lines[k])
+        k += 1
+    outer = _SEQUENTIAL_FOR.fullmatch(lines[first])
+    assert [int(outer.group(2))] + [e for _, e in inner] == extents, (lines[first], inner)
+    depth, end = 0, first
+    for end in range(first, len(lines)):  # the outermost loop's block
+        depth += lines[end].count("{") - lines[end].count("}")
+        if depth == 0:
+            break
+    found = {first}
+    for j in range(first + 1, end):
+        loop = _SEQUENTIAL_FOR.fullmatch(lines[j])
+        if loop and (loop.group(1), int(loop.group(2))) in inner:
+            found.add(j)
+    return found
 
 
 def assert_indented(source: str):

@@ -344,6 +344,20 @@ def test_the_padding_copied_by_a_kernel_of_its_own(name):
     _close(prepared.run({"input": inputs["input"]}, poison=True).output, expected)
 
 
+def test_reads_through_padding_are_versioned_per_tap():
+    """A dilated convolution reading its input through the padding view, its taps walked outside its channels:
+    the loops of the window (a nest split from one reduction) get an interior version per step, so that only
+    the taps reaching the padding test it, and the sums are numpy's."""
+    space, inputs, sizes, expected = _space("dilated_conv")
+    config = {**space.default(), "pad_copy": 0, "reorder": 0}
+    assert space.valid(config)
+    executable = liftpy.compile(space.lower(config), sizes)
+    (conv,) = [kernel for kernel in executable.generated.kernels if kernel.produces == "output"]
+    assert "// interior: no padding condition depends on j" in conv.source  # a tap of the split window
+    assert "? input[" in conv.source  # the border's taps still test
+    _close(executable.run(inputs, poison=True).output, expected)
+
+
 def test_the_loop_order_walks_a_window_by_channels():
     """``reorder``: a convolution's window and weights walked channel first (``reorderSum``), with the
     parameter space of the order as written. Its sketch is made only when a configuration is lowered, on the
