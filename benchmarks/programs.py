@@ -180,7 +180,7 @@ def main():
              f"{'liftpy/PyTorch':>14}"]
     for name, route, _, _, _, flops in prepared:
         call, kernels, theirs = med(name, route, "call"), med(name, route, "kernels"), med(name, "PyTorch", "call")
-        ratio = f"{call / theirs:14.1f}" if theirs else f"{'-':>14}"
+        ratio = f"{call / theirs:14.2f}" if theirs else f"{'-':>14}"
         lines.append(f"{name:15} {route:30} {call:9.2f} {kernels:10.2f} {flops / call / 1e6:8.1f} "
                      f"{theirs if theirs is not None else float('nan'):10.2f} {ratio}")
     lines += ["", "routes lower_to_opencl: the naive lowering, untuned, with its number of global levels (2 unless",
