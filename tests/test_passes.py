@@ -170,6 +170,27 @@ def test_vector_lanes_that_become_neighbours_load_as_one_vector():
     assert any(isinstance(f, VLoad) for f in fragments(moved))
 
 
+# ------------------------------------------------------------------------------------------------ padSelect's reads
+def test_a_padded_scalar_read_is_a_branch_or_a_select_of_an_element_that_exists():
+    """Read through pad, a scalar is a branch around its load; through padSelect, branch-free: the load from
+    the index clamped into the array (an element that exists whatever the index), then the padding's value
+    where the condition fails. In an interior version the condition and the clamp go."""
+    from liftpy.codegen.c import substitute
+    from liftpy.codegen.views import ConstView, Index, MemView, PadView
+    from liftpy.types import array_of
+
+    def read(branch_free):
+        inner = MemView(mem("in", "global", 8), array_of(FLOAT, 8))
+        return PadView(inner, array_of(FLOAT, 10), Const(1), Const(8), ConstView(0.0, FLOAT), branch_free).read(
+            (Index(i),))
+
+    i = var("i", 10)
+    assert str(read(False)) == "((0 <= (i-1) && (i-1) < 8) ? in[i-1] : 0.0f)"
+    assert str(read(True)) == "select(0.0f, in[max(0, min(7, i-1))], (0 <= (i-1) && (i-1) < 8))"
+    inside = arith.Var("i", Range(Const(1), Const(8)))
+    assert str(substitute(read(True), lambda e: e.subs({i: inside}))) == "in[i-1]"
+
+
 # ------------------------------------------------------------------------------------------------ peel_padded_loops
 def test_an_innermost_loop_through_padding_is_peeled_at_its_interiors_edges():
     """out[i] = in[i - 2] of 12 elements padded by two on each side (16 steps): steps 0-1 and 14-15 store the
@@ -185,7 +206,7 @@ def test_an_innermost_loop_through_padding_is_peeled_at_its_interiors_edges():
     edges = [s for loop in (loops[0], loops[2]) for s in kir.walk(loop.body) if isinstance(s, kir.Store)]
     assert [str(s.value) for s in edges] == ["0.0f", "0.0f"]
     source, _ = passes.print_opencl(k, {"in": inp}, [], "")
-    assert "for (int i = 2; i < 14; i++)" in source and "?" not in source
+    assert "for (int i = 2; i < 14; i++)" in source and "?" not in source and "select(" not in source
 
 
 def test_a_one_step_edge_is_its_body_with_the_variable_a_constant():

@@ -50,9 +50,9 @@ def cases(draw, name):
     elif name == "slide":
         size, step = draw(st.integers(1, m)), draw(st.integers(1, 3))
         body = f"map(row -> slide({size}, {step}, row), xs)"
-    elif name == "pad":
+    elif name in ("pad", "padSelect"):
         left, right = draw(st.integers(-(m // 2), 3)), draw(st.integers(-(m // 2), 3))
-        body = f"pad({left}, {right}, 0.0f, transpose(xs))" if draw(st.booleans()) else f"map(r -> pad({left}, {right}, 1.5f, r), xs)"
+        body = f"{name}({left}, {right}, 0.0f, transpose(xs))" if draw(st.booleans()) else f"map(r -> {name}({left}, {right}, 1.5f, r), xs)"
     elif name == "padClamp":
         body = f"map(r -> padClamp({draw(st.integers(0, 3))}, {draw(st.integers(0, 3))}, r), xs)"
     elif name == "transpose":
@@ -138,9 +138,9 @@ def test_the_traits_other_stages_ask_of_primitives():
         "mapGlb": "gid", "mapWrg": "wg", "mapLcl": "lid", "mapSeq": "i", "mapSeqUnroll": "i", "reduceSeq": "j",
         "reduceSeqUnroll": "j"}
     assert having(lambda p: p.sets_vector_width) == {"asVector", "vectorize"}
-    assert having(lambda p: p.guards_reads) == {"pad"}
+    assert having(lambda p: p.guards_reads) == {"pad", "padSelect"}
     # one notion of a view for rewriting and code generation: the layout primitives, id, Value and map
-    assert having(lambda p: p.is_view) == {"zip", "split", "join", "slide", "pad", "padClamp", "transpose", "reorder",
+    assert having(lambda p: p.is_view) == {"zip", "split", "join", "slide", "pad", "padSelect", "padClamp", "transpose", "reorder",
                                            "get", "asVector", "asScalar", "id", "Value", "map"}
     assert having(lambda p: p.applies_function) == {"vectorize", "toGlobal", "toLocal", "toPrivate"}
     assert having(lambda p: p.identity) == {"id"}

@@ -692,6 +692,17 @@ def test_remove_to_global(n, m, f, seed):
     assert all("toGlobal" not in liftpy.pretty(v.program) for v in variants)
 
 
+@covers("selectPadding")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), hs.integers(-1, 2), hs.integers(0, 2), literal, seeds)
+def test_select_padding(n, m, left, right, z, seed):
+    inputs = arrays(seed, xs=(n, m))
+    variants = check(rules.selectPadding, f"def p(xs: [[float]_m]_n) = "
+                                          f"map(r -> pad({left}, {right}, {z}, r), pad(1, 1, 0.0f, xs))", inputs,
+                     at_least=2)
+    assert all("padSelect" in liftpy.pretty(v.program) for v in variants)
+
+
 # ------------------------------------------------------------------------------------------------ other programs
 def _every_rule():
     for family in rules.catalogue().values():

@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 
 import liftpy
+from liftpy import arith
+from liftpy.codegen import kir
+from liftpy.codegen.c import CExpr, Guarded, MemRef, VectorOf, VLoad
 from liftpy.errors import CodegenError, RewriteError, SizeError
 from liftpy.ir import Prim, walk
 from liftpy.rewrite.route import RouteSpace
@@ -344,6 +347,23 @@ def test_the_padding_copied_by_a_kernel_of_its_own(name):
     _close(prepared.run({"input": inputs["input"]}, poison=True).output, expected)
 
 
+def _unconditional_loads(fragment):
+    """The loads a value makes whatever its padding conditions say: a padded read printed branch-free loads its
+    safe element; one printed with a branch loads its element only where the condition holds."""
+    if isinstance(fragment, Guarded):
+        yield from _unconditional_loads(fragment.border)
+        if fragment.branch_free:
+            yield from _unconditional_loads(fragment.safe)
+    elif isinstance(fragment, CExpr):
+        for part in fragment.parts:
+            yield from _unconditional_loads(part)
+    elif isinstance(fragment, VectorOf):
+        for lane in fragment.lanes:
+            yield from _unconditional_loads(lane)
+    elif isinstance(fragment, (MemRef, VLoad)):
+        yield fragment
+
+
 def test_reads_through_padding_are_versioned_per_tap():
     """A dilated convolution reading its input through the padding view, its taps walked outside its channels:
     the loops of the window (a nest split from one reduction) get an interior version per step, so that only
@@ -354,7 +374,28 @@ def test_reads_through_padding_are_versioned_per_tap():
     executable = liftpy.compile(space.lower(config), sizes)
     (conv,) = [kernel for kernel in executable.generated.kernels if kernel.produces == "output"]
     assert "// interior: no padding condition depends on j" in conv.source  # a tap of the split window
-    assert "? input[" in conv.source  # the border's taps still test
+    assert "? input[" in conv.source  # the border's taps still test, with a branch
+    _close(executable.run(inputs, poison=True).output, expected)
+
+
+@pytest.mark.parametrize("name", ["conv_bias_relu", "grouped_conv", "depthwise", "dilated_conv"])
+def test_the_padding_read_branch_free(name):
+    """``pad_copy`` 3: the padding view's reads are selects (``padSelect``) of an element that exists -- every
+    load made whatever the condition lies within its buffer, by the bounds of its index -- and no read
+    branches; the sums are numpy's. It shares the view's parameter space and neighbours it."""
+    space, inputs, sizes, expected = _space(name)
+    config = {**space.default(), "pad_copy": 3}
+    assert space.valid(config) and {**config, "pad_copy": 0} in space.neighbours(config)
+    assert space.space(space.structure_of(config)[0]) is space.space(space.structure_of({**config, "pad_copy": 0})[0])
+    executable = liftpy.compile(space.lower(config), sizes)
+    (kernel,) = [kernel for kernel in executable.generated.kernels if "input" in kernel.args]
+    assert "select(" in kernel.source and "?" not in kernel.source
+    loads = [load for s in kir.walk(kernel.ir.body) for value in kir.values(s) for load in _unconditional_loads(value)]
+    assert loads
+    for load in loads:
+        lo, hi = (bound.as_int() for bound in arith.bounds(load.offset))
+        width = load.width if isinstance(load, VLoad) else 1
+        assert 0 <= lo and hi + width <= load.mem.size, (load, lo, hi, load.mem.size)
     _close(executable.run(inputs, poison=True).output, expected)
 
 

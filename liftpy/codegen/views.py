@@ -133,6 +133,23 @@ def _is_width_one(t: Type) -> bool:
     return isinstance(t, VectorType) and t.width.as_int() == 1
 
 
+def _is_scalar(t: Type) -> bool:
+    """Whether a value of type t is a scalar in C."""
+    return isinstance(t, ScalarType) or _is_width_one(t)
+
+
+def _type_at(t: Type, path: Path) -> Type:
+    """The type of what ``path`` reads in a value of type t."""
+    for p in path:
+        if isinstance(p, Lane) and isinstance(t, VectorType):
+            t = t.scalar
+        elif isinstance(p, Get) and isinstance(t, TupleType):
+            t = t.elems[p.component]
+        elif isinstance(t, ArrayType):
+            t = t.elem
+    return t
+
+
 def _lane(value: CExpr, rest: Path) -> CExpr:
     if not rest:
         return value
@@ -337,16 +354,21 @@ class MapView(View):
 
 
 class PadView(View):
-    """pad(l, r, value): reads outside the original array give the value (or the clamped edge element)."""
+    """pad(l, r, value): reads outside the original array give the value (or the clamped edge element);
+    ``branch_free`` (padSelect): a scalar read is a select of the element clamped into the array."""
 
-    def __init__(self, inner: View, t: Type, left: Expr, n: Expr, value: View | None):
+    def __init__(self, inner: View, t: Type, left: Expr, n: Expr, value: View | None, branch_free: bool = False):
         self.inner, self.type, self.left, self.n, self.value = inner, t, left, n, value  # value None: clamp
+        self.branch_free = branch_free
 
     def _inner_index(self, i: Expr) -> Expr:
         j = i - self.left
         if self.value is None:
-            return arith.max_(arith.Const(0), arith.min_(j, self.n - 1))
+            return self._clamped(j)
         return j
+
+    def _clamped(self, j: Expr) -> Expr:
+        return arith.max_(arith.Const(0), arith.min_(j, self.n - 1))
 
     def _inside(self, j: Expr) -> bool:
         return prove_nonneg(j) and prove_lt(j, self.n)
@@ -360,6 +382,9 @@ class PadView(View):
         border = self.value.read(rest if not isinstance(self.value, (ConstView, ScalarView)) else ())
         if rest and isinstance(rest[-1], Lane) and isinstance(self.value, ScalarView):
             border = self.value.read(rest[-1:])
+        if self.branch_free and _is_scalar(_type_at(self.type, path)) and prove_lt(0, self.n):
+            safe = self.inner.read((Index(self._clamped(j)),) + rest)  # an element that exists
+            return guarded(j, self.n, inner, border, safe, branch_free=True)
         return guarded(j, self.n, inner, border)
 
     def address(self, path):

@@ -48,7 +48,9 @@ and turns each into choices -- integer parameters of one space, sampled with the
   padding view, each read testing whether it falls in the padding; 2 copies it with its innermost dimension
   outermost in memory (``copy_padding(rotate)``), read back through a view: a convolution that pads its
   image channels-last then copies whole rows in the image's own order (a grouped convolution's copy 0.03
-  ms against 0.06 on PoCL), and its pixels sit side by side for vectors along them.
+  ms against 0.06 on PoCL), and its pixels sit side by side for vectors along them; 3 reads through the view
+  as 0 does, each read branch-free (``selectPadding``: ``padSelect``), faster or slower than 0's branch
+  depending on the kernel around it.
 
 ``reorder``, ``pad_copy`` and ``local_memory`` change no tuning parameter: their sketches share the parameter
 space of the same structure without them (``local_memory`` adds that the staged arrays fit the device's local
@@ -102,8 +104,11 @@ PARALLEL = (1, 2, 3)
 SEQUENTIAL_OUTER = (0, 1)
 UNROLL = (0, 1)
 WORK_GROUPS = (0, 1)
-#: the padding read as a view, copied to memory first, or copied with its innermost dimension outermost
-PAD_COPY = (0, 1, 2)
+#: the padding read as a view, copied to memory first, copied with its innermost dimension outermost, or read
+#: as a view branch-free
+PAD_COPY = (0, 1, 2, 3)
+#: pad_copy's values that read the padding through the view, with branches and branch-free
+PAD_VIEW, PAD_SELECT = 0, 3
 #: none, the innermost blocked level, the outer level of a 2D block, the same with its inputs relaid out
 VECTOR = (0, 1, 2, 3)
 #: the tuning parameter of the work-groups' size
@@ -423,6 +428,10 @@ class RouteSpace:
                 self._sketches[structure] = self._make_sketch(structure)
             elif (viewed := self.sketch(structure.viewed)).program is None:
                 self._sketches[structure] = dataclasses.replace(viewed, structure=structure)
+            elif structure.pad_copy == PAD_SELECT:
+                selected = normalize(rules.selectPadding)(viewed.program)
+                self._sketches[structure] = Sketch(structure, selected.program) if isinstance(selected, Success) \
+                    else Sketch(structure, None, f"branch-free padding: {selected.reason}")
             else:
                 copied = self._copy_padding(structure.pad_copy == 2)(viewed.program)
                 self._sketches[structure] = Sketch(structure, copied.program) if isinstance(copied, Success) \
@@ -471,6 +480,8 @@ class RouteSpace:
                 and self._staged_words(structure) is not None
         if structure.pad_copy == 2 and structure not in self._sketches:  # where the copy is, rotated or not
             return self.rotates and self._exists(dataclasses.replace(structure, pad_copy=1))
+        if structure.pad_copy == PAD_SELECT and structure not in self._sketches:  # where the view is
+            return self._exists(structure.viewed)
         if structure.reorder and structure not in self._sketches:
             return self._rewritten(structure)[0] is not None \
                 and self.sketch(dataclasses.replace(structure, reorder=0)).program is not None
