@@ -458,6 +458,8 @@ class Pad(Primitive):
 
     name, signature, level = "pad", "l: size, r: size, value: data, in: data", "layout"
     guards_reads = True
+    #: whether the code generator prints the reads branch-free (padSelect) or with a branch
+    branch_free = False
 
     def infer(self, tc, node, env):
         left, right = node.params
@@ -493,7 +495,8 @@ class Pad(Primitive):
         from .codegen.views import PadView
 
         inner = cg.value(node.args[1], level)
-        return PadView(inner, node.type, node.params[0], node.args[1].type.size, cg.value(node.args[0], level))
+        return PadView(inner, node.type, node.params[0], node.args[1].type.size, cg.value(node.args[0], level),
+                       self.branch_free)
 
 
 @primitive
@@ -507,13 +510,7 @@ class PadSelect(Pad):
     chooses it."""
 
     name = "padSelect"
-
-    def view(self, cg, node, level):
-        from .codegen.views import PadView
-
-        inner = cg.value(node.args[1], level)
-        return PadView(inner, node.type, node.params[0], node.args[1].type.size, cg.value(node.args[0], level),
-                       branch_free=True)
+    branch_free = True
 
 
 @primitive

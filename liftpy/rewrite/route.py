@@ -107,8 +107,8 @@ WORK_GROUPS = (0, 1)
 #: the padding read as a view, copied to memory first, copied with its innermost dimension outermost, or read
 #: as a view branch-free
 PAD_COPY = (0, 1, 2, 3)
-#: pad_copy's values that read the padding through the view, with branches and branch-free
-PAD_VIEW, PAD_SELECT = 0, 3
+#: pad_copy's value that reads the padding through the view branch-free
+PAD_SELECT = 3
 #: none, the innermost blocked level, the outer level of a 2D block, the same with its inputs relaid out
 VECTOR = (0, 1, 2, 3)
 #: the tuning parameter of the work-groups' size
