@@ -352,7 +352,7 @@ def _unconditional_loads(fragment):
     safe element; one printed with a branch loads its element only where the condition holds."""
     if isinstance(fragment, Guarded):
         yield from _unconditional_loads(fragment.border)
-        if fragment.branch_free:
+        if fragment.safe is not None:  # printed branch-free
             yield from _unconditional_loads(fragment.safe)
     elif isinstance(fragment, CExpr):
         for part in fragment.parts:

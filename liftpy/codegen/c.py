@@ -182,22 +182,20 @@ class Guarded:
     """A read of a padded array: the element when ``0 <= index < n``, else the border value. The pass that
     versions kernels into interior and border parts looks for these.
 
-    ``branch_free`` (``padSelect``'s reads) prints it ``select(border, safe, condition)``: ``safe`` is the same
-    read with the index clamped into ``[0, n)``, an element that exists whatever the index, loaded whatever the
-    condition says; else the read is a branch around the load of ``inside``."""
+    With ``safe`` (``padSelect``'s reads: the same read with the index clamped into ``[0, n)``, an element that
+    exists whatever the index) it is printed branch-free, ``select(border, safe, condition)``, the element
+    loaded whatever the condition says; without, as a branch around the load of ``inside``."""
 
-    __slots__ = ("index", "n", "inside", "border", "safe", "branch_free")
+    __slots__ = ("index", "n", "inside", "border", "safe")
 
-    def __init__(self, index: Expr, n: Expr, inside: CExpr, border: CExpr, safe: CExpr | None = None,
-                 branch_free: bool = False):
-        self.index, self.n, self.inside, self.border = as_expr(index), as_expr(n), inside, border
-        self.safe, self.branch_free = safe, branch_free and safe is not None
+    def __init__(self, index: Expr, n: Expr, inside: CExpr, border: CExpr, safe: CExpr | None = None):
+        self.index, self.n, self.inside, self.border, self.safe = as_expr(index), as_expr(n), inside, border, safe
 
     def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
         j = _index_paren(self.index, index)
         condition = f"(0 <= {j} && {j} < {self.n.as_int()})"
         border = self.border.render(registers, index)
-        if self.branch_free:
+        if self.safe is not None:
             return f"select({border}, {self.safe.render(registers, index)}, {condition})"
         return f"({condition} ? {self.inside.render(registers, index)} : {border})"
 
@@ -222,15 +220,14 @@ def load(mem: Memory, offset: Expr) -> CExpr:
     return CExpr(MemRef(mem, offset), atomic=True)
 
 
-def guarded(index: Expr, n: Expr, inside: CExpr, border: CExpr, safe: CExpr | None = None,
-            branch_free: bool = False) -> CExpr:
-    """A padded read, or just ``inside`` where the index is provably within ``[0, n)``, or ``border`` where it
-    is provably outside."""
+def guarded(index: Expr, n: Expr, inside: CExpr, border: CExpr, safe: CExpr | None = None) -> CExpr:
+    """A padded read (branch-free with ``safe``), or just ``inside`` where the index is provably within
+    ``[0, n)``, or ``border`` where it is provably outside."""
     if prove_nonneg(index) and prove_lt(index, n):
         return inside
     if _outside(index, n):
         return border
-    return CExpr(Guarded(index, n, inside, border, safe, branch_free), atomic=True)
+    return CExpr(Guarded(index, n, inside, border, safe), atomic=True)
 
 
 def _outside(index: Expr, n: Expr) -> bool:
@@ -314,7 +311,7 @@ def substitute(e: CExpr, change: Callable[[Expr], Expr]) -> CExpr:
             inside, border = go(p.inside), go(p.border)
             if _same_value(inside, border):
                 return border.paren()
-            return Guarded(index, p.n, inside, border, go(p.safe) if p.safe is not None else None, p.branch_free)
+            return Guarded(index, p.n, inside, border, go(p.safe) if p.safe is not None else None)
         if isinstance(p, VectorOf):
             return vector_of(p.ctype, tuple(go(lane) for lane in p.lanes))
         return p

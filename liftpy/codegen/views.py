@@ -384,7 +384,7 @@ class PadView(View):
             border = self.value.read(rest[-1:])
         if self.branch_free and _is_scalar(_type_at(self.type, path)) and prove_lt(0, self.n):
             safe = self.inner.read((Index(self._clamped(j)),) + rest)  # an element that exists
-            return guarded(j, self.n, inner, border, safe, branch_free=True)
+            return guarded(j, self.n, inner, border, safe)
         return guarded(j, self.n, inner, border)
 
     def address(self, path):
