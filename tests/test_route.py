@@ -79,7 +79,8 @@ def test_the_space_is_read_off_the_nests():
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
     assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer",
-                                            "pad_copy", "partial", "reorder", "local_memory", "block.aRow", "block.bCol"}
+                                            "pad_copy", "partial", "reorder", "local_memory", "chunk", "block.aRow",
+                                            "block.bCol"}
     assert not space.pads and all(c["pad_copy"] == 0 for c in space.sample(50))
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
@@ -129,7 +130,8 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
 
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
-    with pytest.raises(SizeError, match="block.aRow, block.bCol, local_memory, local_size, pad_copy, parallel, partial, reorder, sequential_outer, unroll"):
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, chunk, local_memory, local_size, pad_copy, parallel, "
+                                        "partial, reorder, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
@@ -499,3 +501,87 @@ def test_a_level_of_one_element_takes_no_parallel_dimension():
         expected = reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
         output = executable.run({"input": x, "weights": w, "biases": b}, poison=True).output
         _close(output.reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("name", ["matmul", "conv_bias_relu", "grouped_conv", "dilated_conv"])
+def test_a_sums_chunks_summed_by_a_stage_of_their_own(name):
+    """``chunk``: the sum split into chunks of ω elements whose sums a first kernel writes to memory, one per
+    chunk of every output element, and a second kernel adds (with what followed the sum: a bias, a ReLU) --
+    the paper's two-kernel shape, for any program. The chunks are a level of the first stage, parallel where
+    the parallel levels reach it; the chunks' sums cost n/ω times the output's memory."""
+    space, inputs, sizes, expected = _space(name)
+    assert space.sum_length
+    split = [c for c in space.sample(600, seed=2) if c["chunk"]]
+    assert split and all(space.sum_length % c["chunk"] == 0 for c in split)
+    assert all(c[level.key] == 1 for c in split for level in space.levels)  # never with a block
+    deepest = max(split, key=lambda c: (c["parallel"] + c["sequential_outer"], c["chunk"] < space.sum_length))
+    for config in {json_key(c): c for c in [deepest, *split[:3]]}.values():
+        executable = liftpy.compile(space.lower(config), sizes)
+        *_, partials, last = executable.generated.kernels
+        assert partials.produces == "partials" and last.produces == "output"
+        chunks = space.sum_length // config["chunk"]
+        output = int(np.prod(expected.shape))
+        assert executable.generated.buffer("partials").bytes == 4 * output * chunks
+        assert "partials" in last.args and not {"input", "a", "b"} & set(last.args)  # the second stage reads sums
+        _close(executable.run(inputs, poison=True).output, expected)
+    if name == "matmul":  # three levels (rows, columns, chunks): all three parallel
+        executable = liftpy.compile(space.lower({**deepest, "parallel": 3, "sequential_outer": 0}), sizes)
+        partials = executable.generated.kernels[0]
+        assert space.sum_length // deepest["chunk"] in partials.launch.global_size
+
+
+def json_key(config):
+    return tuple(sorted(config.items()))
+
+
+def test_a_stage_is_made_only_where_fission_computes_nothing_twice():
+    """``hoist_stage`` refuses to take a computation out of a map that walks a computed array (fission would
+    compute it twice); where the array is an earlier stage's, the new stage follows it. ``split_sum`` leaves a
+    sum that is not an addition alone."""
+    from liftpy.rewrites.reduction import split_sum
+
+    computed = liftpy.parse("""def p(xs: [[float]_8]_4) =
+        map(row -> reduce(0.0f, (acc, x) -> acc + x, row), map(r -> map(x -> x * 2.0f, r), xs))""")
+    refused = split_sum(4)(computed)
+    assert not refused and "walks a computed array" in refused.reason
+    staged = liftpy.parse("""def p(xs: [[float]_8]_4) = {
+        val ys = map(r -> map(x -> x * 2.0f, r), xs);
+        map(row -> reduce(0.0f, (acc, x) -> acc + x, row), ys) }""")
+    result = split_sum(4)(staged)
+    assert result
+    text = liftpy.pretty(result.program)
+    assert text.index("val ys") < text.index("val partials")
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    executable = liftpy.compile(liftpy.rewrite.lower_to_opencl(result.program).program, {})
+    assert [k.produces for k in executable.generated.kernels] == ["ys", "partials", "output"]
+    np.testing.assert_allclose(executable.run({"xs": x}, poison=True).output.ravel(), 2 * x.sum(axis=1))
+    maximum = liftpy.parse("def p(xs: [[float]_8]_4) = map(row -> reduce(0.0f, (acc, x) -> max(acc, x), row), xs)")
+    assert not split_sum(4)(maximum)
+
+
+def test_each_stage_of_a_program_gets_its_own_parallel_levels():
+    """The default lowering parallelises every stage of a function's body -- each val that computes, then the
+    result -- not the first one alone (the second stage ran on one work-item)."""
+    program = liftpy.parse("""def p(xs: [[float]_6]_5) = {
+        val doubled = map(r -> map(x -> x * 2.0f, r), xs);
+        map(r -> map(x -> x + 1.0f, r), doubled) }""")
+    lowered = liftpy.rewrite.lower_to_opencl(program)
+    executable = liftpy.compile(lowered.program, {})
+    assert [k.launch.global_size for k in executable.generated.kernels] == [(6, 5), (6, 5)]
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    np.testing.assert_array_equal(executable.run({"xs": x}, poison=True).output, 2 * x + 1)
+
+
+def test_the_command_line_splits_a_sum_into_a_stage(capsys):
+    """``liftpy rewrite FILE --strategy "split_sum(4)"`` prints the program with its sum's chunks in a stage of
+    their own, a program of the language that means what the original does."""
+    from liftpy.cli import main
+
+    assert main(["rewrite", str(PROGRAMS / "matmul.lift"), "--strategy", "split_sum(4)"]) == 0
+    out = capsys.readouterr().out
+    assert "partialReduce(4)" in out.splitlines()[0] and "hoist_stage" in out.splitlines()[0]
+    program = liftpy.parse(out)
+    assert "val partials" in liftpy.pretty(program)
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 8)).astype(np.float32), rng.standard_normal((8, 5)).astype(np.float32)
+    _close(liftpy.evaluate(program, {"a": a, "b": b}, {"n": 3, "k": 8, "m": 5}), reference.matmul(a, b))

@@ -34,6 +34,11 @@ and turns each into choices -- integer parameters of one space, sampled with the
   independent additions where one accumulator makes each wait for the one before; the sums are added at
   the end. Unrolled, the w sums are registers; with vectors, one vector of w lanes (a dot product's
   vectorisation: each step reads w neighbouring elements as one vector);
+* ``chunk``: 0, or the number ω of elements in each chunk a sum is split into where no level is blocked, the
+  chunks' sums computed by a stage of their own and added by the rest of the program (``split_sum``: the
+  paper's pipeline of two kernels, sections 4.2.2-4.2.3): the chunks are a level of the first stage, parallel
+  where the levels ``parallel`` and ``sequential_outer`` count reach it; the chunks' sums take n/ω times the
+  output's memory (the memory end of the paper's figure 6);
 * ``reorder``: where a sum walks two arrays of arrays in step (a convolution's window and its weights, row by
   row), 1 walks them column by column instead (``reorderSum``: a window's channels outermost), the order of
   the sequential loops;
@@ -119,6 +124,10 @@ VECTOR_WIDTH = "vector_width"
 PARTIAL_WIDTH = "partial_width"
 #: a sum split into partial sums or not (where no level is blocked)
 PARTIAL = (0, 1)
+#: the tuning parameter of the elements per chunk of a sum split into a stage of its own
+CHUNK = "chunk_size"
+#: a sum's chunks summed in a stage of their own or not (where no level is blocked)
+SPLIT = (0, 1)
 #: a sum's two arrays of arrays walked by rows (as written) or by columns
 REORDER = (0, 1)
 #: with work-groups: what the group's work-items all read staged in local memory or not
@@ -186,6 +195,14 @@ def partial_sums(width: arith.Expr) -> Strategy:
     from . import rules
 
     return topDown(rules.partialSums(width))
+
+
+def split_sum(chunk: arith.Expr, function: str | None = None) -> Strategy:
+    """Split the outermost sum into chunks of ``chunk`` elements summed by a stage of their own (see
+    ``rewrites/reduction.py``)."""
+    from liftpy.rewrites.reduction import split_sum as split
+
+    return split(chunk, function)
 
 
 def vectorize_block(width: arith.Expr, outer: bool = False) -> Strategy:
@@ -260,8 +277,9 @@ class Structure:
     in parallel and how many sequentially above them, unrolled or not, as work-groups or not, and which
     accumulators are vectors (one of VECTOR: a configuration's ``vector`` > 0 and ``vector_outer`` + 1), the
     padding copied or not, whether a sum is split into partial sums (only where no level is blocked),
-    whether a sum's arrays are walked by columns (``reorder``), and whether a work-group stages what its
-    work-items share in local memory (``local_memory``)."""
+    whether a sum's arrays are walked by columns (``reorder``), whether a work-group stages what its
+    work-items share in local memory (``local_memory``), and whether a sum's chunks are summed by a stage of
+    their own (``split``, only where no level is blocked)."""
 
     blocked: tuple[str, ...]
     parallel: int
@@ -273,6 +291,7 @@ class Structure:
     partial: int = 0
     reorder: int = 0
     local_memory: int = 0
+    split: int = 0
 
     @property
     def viewed(self) -> "Structure":
@@ -311,9 +330,10 @@ class RouteSpace:
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
     CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy", "partial",
-               "reorder", "local_memory")
+               "reorder", "local_memory", "chunk")
     #: what a configuration recorded before a choice existed means by its absence
-    ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0, "local_memory": 0}
+    ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0, "local_memory": 0,
+              "chunk": 0}
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
         from ..params import resolve_device
@@ -345,6 +365,10 @@ class RouteSpace:
         self.rotates = self.pads and isinstance(self._copy_padding(rotate=True)(self.program), Success)
         #: whether the program has a sum that partial sums can split
         self.sums = isinstance(partial_sums(arith.Var(PARTIAL_WIDTH))(self.program), Success)
+        #: the length of the sum ``split_sum`` would split (None where it cannot: no sum, or one whose chunks
+        #: cannot leave the maps around it)
+        self.sum_length = self._sum_length() \
+            if isinstance(split_sum(arith.Var(CHUNK), function)(self.program), Success) else None
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure
@@ -357,11 +381,18 @@ class RouteSpace:
                 out.append(Level(names[0], extent))
         return tuple(out)
 
+    def _sum_length(self) -> int | None:
+        for nest in loop_nests(self.program, self.function, self.sizes):
+            if nest.reductions:
+                return arith.as_expr(nest.reductions[0].extent).as_int()
+        return None
+
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
         levels' tuples first); partial sums only without a block (a block's accumulators are independent
         already); unrolled only with a block or partial sums; vectors only unrolled (a lane of a vector
-        register is chosen by a constant), along the outer level only of a 2D block."""
+        register is chosen by a constant), along the outer level only of a 2D block; a sum's chunks summed by a
+        stage of their own only without a block (the block's levels would have to be sunk past the chunks)."""
         inner_first = [level.name for level in reversed(self.levels)]
         blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
         relaid = {name: bool(self._walked_inputs(name)) for name in inner_first}
@@ -369,10 +400,12 @@ class RouteSpace:
         partial = PARTIAL if self.sums else (0,)
         reorder = REORDER if self._reordered is not None else (0,)
         local_memory = (0,) if self.device.is_cpu else LOCAL_MEMORY
-        return [Structure(b, p, q, u, g, v, c, s, o, m) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
+        split = SPLIT if self.sum_length else (0,)
+        return [Structure(b, p, q, u, g, v, c, s, o, m, k) for b in blocks for p in PARALLEL for q in SEQUENTIAL_OUTER
                 for u in UNROLL for g in WORK_GROUPS for v in VECTOR for c in pad_copy for s in partial
-                for o in reorder for m in local_memory if not (b and s) and (b or s or not u) and (u or not v)
-                and (v < 2 or len(b) == 2) and (v < 3 or relaid[b[-1]]) and (g or not m)]
+                for o in reorder for m in local_memory for k in split
+                if not (b and s) and (b or s or not u) and (u or not v)
+                and (v < 2 or len(b) == 2) and (v < 3 or relaid[b[-1]]) and (g or not m) and not (b and k)]
 
     def _copy_padding(self, rotate: bool = False) -> Strategy:
         from liftpy.rewrites.copies import copy_padding
@@ -458,9 +491,13 @@ class RouteSpace:
     def _rewritten(self, structure: Structure) -> tuple[Program | None, str]:
         """The high-level part of a structure's sketch: its sum reordered, its levels blocked, the sum split
         into partial sums, the accumulators in vectors; or why it cannot be made."""
-        key = (structure.blocked, structure.reorder, structure.partial, min(structure.vector, 2))
+        key = (structure.blocked, structure.reorder, structure.partial, min(structure.vector, 2), structure.split)
         if key not in self._rewrites:
             tree, failure = self._blocked(structure.blocked, structure.reorder)
+            if tree is not None and structure.split:
+                split = split_sum(arith.Var(CHUNK), self.function)(tree)
+                tree, failure = (split.program, "") if isinstance(split, Success) else \
+                    (None, f"the sum's chunks in a stage of their own: {split.reason}")
             if tree is not None and structure.partial:
                 split = partial_sums(arith.Var(PARTIAL_WIDTH))(tree)
                 tree, failure = (split.program, "") if isinstance(split, Success) else \
@@ -512,8 +549,8 @@ class RouteSpace:
         shared by the structures that differ only in the relaid copy (``vector`` 3: the same lowering, the
         copy made after it), and the unrolled lowering made from the plain one (the same steps, then the
         unrolling: route_lowering)."""
-        key = (structure.blocked, structure.reorder, structure.partial, min(structure.vector, 2), structure.parallel,
-               structure.sequential_outer, structure.work_groups, structure.unroll)
+        key = (structure.blocked, structure.reorder, structure.partial, min(structure.vector, 2), structure.split,
+               structure.parallel, structure.sequential_outer, structure.work_groups, structure.unroll)
         if key not in self._lowerings:
             tree, _ = self._rewritten(structure)
             if tree is None:
@@ -546,7 +583,8 @@ class RouteSpace:
                                                   for n in walk(program.function(self.function).body)):
             return Sketch(structure, None, "no level left to run in parallel below the sequential one")
         names = tuple(_parameter_name(n) for n in structure.blocked) + ((LOCAL_SIZE,) if structure.work_groups else ()) \
-            + ((VECTOR_WIDTH,) if structure.vector else ()) + ((PARTIAL_WIDTH,) if structure.partial else ())
+            + ((VECTOR_WIDTH,) if structure.vector else ()) + ((PARTIAL_WIDTH,) if structure.partial else ()) \
+            + ((CHUNK,) if structure.split else ())
         params = tuple(dict.fromkeys(program.tuning_params + names))
         return Sketch(structure, dataclasses.replace(program, tuning_params=params))
 
@@ -574,6 +612,8 @@ class RouteSpace:
                     ranges[VECTOR_WIDTH] = (2, 16)
                 if structure.partial:
                     ranges[PARTIAL_WIDTH] = (2, 16)
+                if structure.split:
+                    ranges[CHUNK] = (2, self.sum_length)
                 space = parameters(sketch.program, self.sizes, self.device, function=self.function, ranges=ranges)
                 if not space.satisfiable():
                     space = None
@@ -598,7 +638,8 @@ class RouteSpace:
                   "unroll": structure.unroll, LOCAL_SIZE: int(values.get(LOCAL_SIZE, 0)),
                   "vector": int(values.get(VECTOR_WIDTH, 0)), "vector_outer": max(0, structure.vector - 1),
                   "pad_copy": structure.pad_copy, "partial": int(values.get(PARTIAL_WIDTH, 0)),
-                  "reorder": structure.reorder, "local_memory": structure.local_memory}
+                  "reorder": structure.reorder, "local_memory": structure.local_memory,
+                  "chunk": int(values.get(CHUNK, 0))}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
@@ -619,11 +660,13 @@ class RouteSpace:
             values[VECTOR_WIDTH] = int(config["vector"])
         if config["partial"]:
             values[PARTIAL_WIDTH] = int(config["partial"])
+        if config["chunk"]:
+            values[CHUNK] = int(config["chunk"])
         structure = Structure(blocked, int(config["parallel"]), int(config["sequential_outer"]),
                               int(config["unroll"]), int(config[LOCAL_SIZE] > 0),
                               0 if not config["vector"] else 1 + int(config["vector_outer"]),
                               int(config["pad_copy"]), int(config["partial"] > 0), int(config["reorder"]),
-                              int(config["local_memory"]))
+                              int(config["local_memory"]), int(config["chunk"] > 0))
         return structure, values
 
     def lower(self, config: Mapping[str, int]) -> Program:
@@ -673,8 +716,8 @@ class RouteSpace:
 
     def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
         """The valid configurations that differ from ``config`` in one choice: a block one divisor smaller or
-        larger (or unblocked), the vector width, the work-groups' size or the number of partial sums halved
-        or doubled (or none), another
+        larger (or unblocked), the vector width, the work-groups' size, the number of partial sums or the
+        elements per chunk halved or doubled (or none), another
         number of parallel levels, the sequential outer level, unrolling, vectors or their level, the padding's
         copy, the loop order or the staging in local memory switched; or a prime factor of one block moved to
         the other of a 2D block (the block's shape changed, its accumulators kept, as Ansor mutates tile
@@ -688,7 +731,7 @@ class RouteSpace:
             divisors = level.divisors
             at = divisors.index(base[level.key]) if base[level.key] in divisors else 0
             candidates[level.key] = [1, *divisors[max(0, at - 1):at + 2]]
-        for key in ("vector", LOCAL_SIZE, "partial"):
+        for key in ("vector", LOCAL_SIZE, "partial", "chunk"):
             value = base[key]
             candidates[key] = [0, value // 2, value * 2] if value else [2, 4, 8]
         out: list[dict[str, int]] = []
@@ -839,4 +882,4 @@ class RouteSpace:
 
 
 __all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "accumulator_targets", "binds", "block_level",
-           "partial_sums", "route_lowering", "spatial_loops", "unit_levels", "walks_block"]
+           "partial_sums", "route_lowering", "spatial_loops", "split_sum", "unit_levels", "walks_block"]

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Union
 
 from ..constraints import Constraint
 from ..errors import LiftError, RewriteError
-from ..ir import Lambda, Node, Prim, Program, UserFun, Var, walk
+from ..ir import Lambda, Let, Node, Prim, Program, UserFun, Var, walk
 from ..primitives import PRIMITIVES, is_view, primitive_of
 from .match import Names, binders, static_size_names
 
@@ -418,6 +418,31 @@ def _traversal(go, s: Strategy, name: str) -> Strategy:
     return Strategy(outer, name)
 
 
+def each_stage(s: Strategy) -> Strategy:
+    """``s`` on each stage of a function's body -- the value of every top-level val that computes, then the
+    body's result -- where a traversal would stop at the first: each of a program's kernels gets its own
+    parallel levels (a sum split into partial sums in memory is two stages, both parallel). Fails where ``s``
+    fails on a stage."""
+
+    def go(tree, ctx):
+        if isinstance(tree, Program):
+            kids = children(tree)
+            results = []
+            for i, kid in enumerate(kids):
+                r = go(kid, ctx.child(i))
+                if not r:
+                    return r
+                results.append(r)
+            return rebuild(tree, tuple(r.tree for r in results), results)
+        if isinstance(tree, Let):
+            value = s.apply(tree.value, ctx.child(0)) if computes(tree.value) else Success(tree.value)
+            body = go(tree.body, ctx.child(1)) if value else value
+            return rebuild(tree, (value.tree, body.tree), (value, body)) if body else body
+        return s.apply(tree, ctx)
+
+    return Strategy(go, f"each_stage({s})")
+
+
 def normalize(s: Strategy) -> Strategy:
     """``s`` everywhere until it applies nowhere: ``repeat(topDown(s))``."""
     return Strategy(repeat(topDown(s)).fn, f"normalize({s})")
@@ -573,7 +598,7 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
             if k else parallel_levels(parallel)
 
     steps = [
-        try_(topDown(outer(sequential_outer))),
+        each_stage(try_(topDown(outer(sequential_outer)))),
         normalize(when(is_compute_map, "compute map") >> rules.mapSeq),
         normalize(rules.reduceSeq),
         normalize(left_choice(rules.privateAccumulators, rules.privateAccumulatorRow, rules.privateVectorRow,
@@ -656,6 +681,7 @@ __all__ = [
     "topDown",
     "bottomUp",
     "normalize",
+    "each_stage",
     "position",
     "when",
     "function_arg",
