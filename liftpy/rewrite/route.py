@@ -367,8 +367,7 @@ class RouteSpace:
         self.sums = isinstance(partial_sums(arith.Var(PARTIAL_WIDTH))(self.program), Success)
         #: the length of the sum ``split_sum`` would split (None where it cannot: no sum, or one whose chunks
         #: cannot leave the maps around it)
-        self.sum_length = self._sum_length() \
-            if isinstance(split_sum(arith.Var(CHUNK), function)(self.program), Success) else None
+        self.sum_length = self._sum_length()
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
 
     # ------------------------------------------------------------------------------------------ structure
@@ -382,10 +381,15 @@ class RouteSpace:
         return tuple(out)
 
     def _sum_length(self) -> int | None:
-        for nest in loop_nests(self.program, self.function, self.sizes):
-            if nest.reductions:
-                return arith.as_expr(nest.reductions[0].extent).as_int()
-        return None
+        """The length of the sum ``split_sum`` splits at these sizes (None where it splits none)."""
+        from ..typecheck import typecheck
+
+        split = split_sum(arith.Var(CHUNK), self.function)(self.program)
+        if not isinstance(split, Success):
+            return None
+        body = typecheck(split.program, self.sizes).program.function(self.function).body
+        return next(arith.as_expr(n.args[-1].type.size).as_int() for n in walk(body) if isinstance(n, Prim)
+                    and n.name == "split" and n.params and n.params[0] == arith.Var(CHUNK))
 
     def structures(self) -> list[Structure]:
         """Every structure: up to MAX_BLOCKED levels blocked (each tuple inner level first, the innermost
