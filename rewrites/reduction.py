@@ -55,6 +55,15 @@ def hoist_stage(find, name: str = "partials", function: str | None = None):
         if target is None:
             return Failure("no computation to make a stage of")
         names = Names(names_in(tree))
+
+        def staged(body: Node, rest: Node, computation: Node) -> Success:
+            """The computation a val at the top of ``rest`` (the body, or what follows the stage it reads), ``rest``
+            reading the val instead."""
+            stage = names.fresh(name)
+            val = Let(PVar(stage), computation, _without_unread(replace_node(rest, computation, Var(stage))))
+            program = tree.replace_function(dataclasses.replace(fun, body=replace_node(body, rest, val)))
+            return Success(program, (Step("hoist_stage", (name,)),))
+
         while True:
             ancestors = _path(body, target)
             read = free_vars(target)
@@ -65,17 +74,9 @@ def hoist_stage(find, name: str = "partials", function: str | None = None):
                 if isinstance(node, Let) and child is node.body and read & set(node.pattern.names()):
                     break
             else:  # nothing around it binds what it reads: a stage of the function's body
-                stage = names.fresh(name)
-                body = Let(PVar(stage), target, _without_unread(replace_node(body, target, Var(stage))))
-                program = tree.replace_function(dataclasses.replace(fun, body=body))
-                return Success(program, (Step("hoist_stage", (name,)),))
+                return staged(body, body, target)
             if isinstance(node, Let) and not is_view(node.value) and all(isinstance(a, Let) for a in ancestors[:i]):
-                # a stage it reads: the new stage comes next
-                stage = names.fresh(name)
-                after = Let(PVar(stage), target, _without_unread(replace_node(node.body, target, Var(stage))))
-                program = tree.replace_function(dataclasses.replace(fun, body=replace_node(
-                    body, node, dataclasses.replace(node, body=after))))
-                return Success(program, (Step("hoist_stage", (name,)),))
+                return staged(body, node.body, target)  # a stage it reads: the new stage comes next
             if isinstance(node, Let):  # a val it reads: a view, read through its definition
                 if not (isinstance(node.pattern, PVar) and is_view(node.value)):
                     return Failure(f"the computation reads {', '.join(sorted(read & set(node.pattern.names())))}, "
