@@ -227,6 +227,17 @@ def test_pareto_front():
     assert pareto_front(points) == [0, 1, 3]
 
 
+def test_the_pareto_figure_tells_a_sums_chunks_in_memory_apart():
+    from liftpy.tuning.db import Trial
+    from liftpy.tuning.report import _group
+
+    def trial(**config):
+        return Trial("k", "", "route", {"chunk": 0, "block.window": 1, **config}, "d", "ok", "", 1.0, 1, 0.0, {}, 1.0)
+
+    assert _group(trial(chunk=16)) == "chunks' sums in memory"
+    assert _group(trial(**{"block.window": 4})) == "blocks window" and _group(trial()) == "no block"
+
+
 def test_refusing_a_bad_database(tmp_path):
     path = tmp_path / "bad.sqlite"
     path.write_text("not a database")

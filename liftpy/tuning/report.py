@@ -127,10 +127,13 @@ def _pyplot():
 
 
 def _group(t: Trial) -> str:
-    """A trial's colour in the figure: its pipeline, or for the route the levels it blocks."""
+    """A trial's colour in the figure: its pipeline, or for the route a sum whose chunks' sums go to memory (the
+    paper's two kernels: the memory end of its figure 6), else the levels it blocks."""
     blocked = [k.split(".", 1)[1] for k, v in t.config.items() if k.startswith("block.") and v > 1]
     if t.algorithm != ROUTE:
         return t.algorithm
+    if t.config.get("chunk"):
+        return "chunks' sums in memory"
     return "blocks " + " x ".join(blocked) if blocked else "no block"
 
 
