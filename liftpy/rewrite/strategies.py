@@ -425,22 +425,16 @@ def each_stage(s: Strategy) -> Strategy:
     fails on a stage."""
 
     def go(tree, ctx):
-        if isinstance(tree, Program):
-            kids = children(tree)
-            results = []
-            for i, kid in enumerate(kids):
-                r = go(kid, ctx.child(i))
-                if not r:
-                    return r
-                results.append(r)
-            return rebuild(tree, tuple(r.tree for r in results), results)
+        if isinstance(tree, Program):  # each function's body
+            return all_(stages).apply(tree, ctx)
         if isinstance(tree, Let):
             value = s.apply(tree.value, ctx.child(0)) if computes(tree.value) else Success(tree.value)
             body = go(tree.body, ctx.child(1)) if value else value
             return rebuild(tree, (value.tree, body.tree), (value, body)) if body else body
         return s.apply(tree, ctx)
 
-    return Strategy(go, f"each_stage({s})")
+    stages = Strategy(go, f"each_stage({s})")
+    return stages
 
 
 def normalize(s: Strategy) -> Strategy:
