@@ -530,6 +530,23 @@ def test_a_sums_chunks_summed_by_a_stage_of_their_own(name):
         assert space.sum_length // deepest["chunk"] in partials.launch.global_size
 
 
+def test_chunks_sums_that_no_buffer_could_hold_are_not_in_the_space():
+    """Each stage's result is one buffer, so the device's largest allocation bounds the chunks' sums as it
+    bounds the output: on VGG-16's layer 19 (a sum of 4,608 products) chunks of 3 elements would need 2.3 GiB
+    of sums, and PoCL refused the buffer (INVALID_BUFFER_SIZE) in a tuning. On a device that allocates less
+    than a grouped convolution's chunks' sums of 2 elements (a sum of 18), those chunks are out of the space;
+    chunks of 6, a third of the sums, are in."""
+    from liftpy.params import target_profiles
+
+    wide, _, sizes, _ = _space("grouped_conv")
+    config = next(c for c in wide.sample(600, seed=2) if c["chunk"] == 2)
+    sums_bytes = liftpy.compile(wide.lower(config), sizes).generated.buffer("partials").bytes
+    small = dataclasses.replace(target_profiles()["pocl-cpu"], max_mem_alloc_size=sums_bytes // 2)
+    narrow = RouteSpace(liftpy.load(PROGRAMS / "grouped_conv.lift"), sizes, small)
+    assert not narrow.valid(config) and wide.valid(config)
+    assert narrow.valid({**config, "chunk": 6})
+
+
 def json_key(config):
     return tuple(sorted(config.items()))
 
