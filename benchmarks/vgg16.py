@@ -8,9 +8,11 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
    automatic route; ``pipelines``, the hand-written pipelines (``liftpy.tune``, ``--algorithm``).
 2. Each method's best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first
    call is checked against the float64 reference.
-3. Rounds: layer by layer, each method's ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its
-   kernel events summed beside (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same
-   way. Each keeps the median of its rounds' medians (the machine's speed drifts; interleaving spreads it).
+3. Rounds: layer by layer, each method rests 0.3 s (``quiesce``), is called for 50 ms (``warm_up``), then its
+   ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events summed beside
+   (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way; liftpy's methods take
+   turns at going first. Each keeps the median of its rounds' medians (the machine's speed drifts;
+   interleaving spreads it).
 
 PyTorch runs with as many threads as the machine has cores (printed). The naive OpenCL kernel (``--naive``)
 and CLBlast's im2col + GEMM (when pyclblast is installed) are timed by their kernel events only, as
@@ -173,11 +175,14 @@ def main():
     for round_ in range(args.rounds):
         for name, spec, prepared, methods, (x, w, b) in layers:
             measured = {}
-            for method, best, tried, layer in prepared:
+            # liftpy's methods take turns at going first: an odd round reverses their order
+            for method, best, tried, layer in (prepared[::-1] if round_ % 2 else prepared):
                 quiesce()
+                warm_up(lambda: layer(x))
                 measured[f"{method} call"], measured[f"{method} kernels"] = time_liftpy(layer, x, args.repeat)
             for method, call in methods.items():
                 quiesce()
+                warm_up(lambda: call(x))
                 measured[method] = time_call(call, x, args.repeat if method == "PyTorch" else 3)
             if round_ == 0:  # kernel events only, labelled so; seconds a layer for the naive kernel
                 if args.naive:
@@ -240,7 +245,8 @@ def main():
         "ratio = baseline's time / liftpy's whole call (higher: liftpy faster). PyTorch and numpy are whole calls",
         "(numpy in, numpy out, padding inside); '(kernels)' baselines are kernel events only. mem ratio = im2col+GEMM",
         f"bytes / liftpy's bytes. Medians over {args.rounds} rounds of medians of {args.repeat} calls (numpy: 3;",
-        "kernel-event baselines: first round only). Total rows: sums, per method.",
+        "kernel-event baselines: first round only), each method called for 50 ms first. Total rows: sums, per",
+        "method.",
         "",
         *record,
         f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
