@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from liftpy import arith
 from liftpy.ir import Lambda, Let, Node, Prim, PTuple, PVar, Var
 from liftpy.primitives import is_view, primitive_of
 
@@ -102,7 +103,7 @@ def inline_copies(name: str = "padded"):
     return Strategy(s.fn, "inline_copies" if name == "padded" else f"inline_copies({name})")
 
 
-def relayout(name: str, function: str | None = None):
+def relayout(name: str, function: str | None = None, tile=None):
     """The input ``name`` (an array of two or more dimensions) read from a copy of it whose outer dimension is
     innermost in memory: ``val nameT = mapGlb(1)(mapGlb(0)(toGlobal(id))) o transpose o map(join^(r-2)) $ name``
     at the top of the function, and every read of ``name`` through the view that gives it back,
@@ -111,7 +112,14 @@ def relayout(name: str, function: str | None = None):
     neighbouring elements of the outer dimension (the weights of v kernels) becomes one vector load instead of
     v scalar loads. The copy is a kernel of its own that reads only ``name``: where ``name`` is a constant
     input (a layer's weights) it runs once, when the program is prepared. (Lift's data layout choice, as a
-    copy: a view of ``name`` alone can only reorder indices, never make a strided read contiguous.)"""
+    copy: a view of ``name`` alone can only reorder indices, never make a strided read contiguous.)
+
+    With ``tile`` (a size: a block of the outer dimension), the copy is tiled, ``map(transpose) o split(tile)``:
+    each block's ``tile`` elements innermost, the blocks one after the other, so that what one work-item's
+    block reads over a whole reduction is one contiguous run instead of a run of ``tile`` in every row of
+    the whole dimension (VGG-16's layer 2, blocks of 16 of 64 kernels: each step's 64 bytes 256 bytes apart, a
+    quarter of the first-level cache's sets in use; the hand-written pipelines' grouped weights ran 1.3x
+    faster than this route's same block read from the untiled copy)."""
     from liftpy.rewrite.match import Names, substitute
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
     from liftpy.types import array_dims, scalar_of
@@ -135,6 +143,11 @@ def relayout(name: str, function: str | None = None):
             x = names.fresh("x")
             return Lambda(PVar(x), body_of(Var(x)))
 
+        def copied(dim: int, inner):
+            """mapGlb(dim) of a copy of each element (``inner``: the copy of the level below, or None)."""
+            leaf = inner or (lambda e: Prim("toGlobal", (), (lam(lambda y: Prim("id", (), (y,))), e)))
+            return lambda xs: Prim("mapGlb", (dim,), (lam(leaf), xs))
+
         flat = Var(name)
         if len(dims) > 2:
             def joined(x):
@@ -142,10 +155,14 @@ def relayout(name: str, function: str | None = None):
                     x = Prim("join", (), (x,))
                 return x
             flat = Prim("map", (), (lam(joined), flat))
-        copy = Prim("mapGlb", (1,), (lam(lambda row: Prim("mapGlb", (0,), (
-            lam(lambda e: Prim("toGlobal", (), (lam(lambda y: Prim("id", (), (y,))), e))), row))),
-            Prim("transpose", (), (flat,))))
-        view = Prim("transpose", (), (Var(copy_name),))
+        if tile is None:
+            copy = copied(1, copied(0, None))(Prim("transpose", (), (flat,)))
+            view = Prim("transpose", (), (Var(copy_name),))
+        else:
+            tiles = Prim("map", (), (lam(lambda t: Prim("transpose", (), (t,))),
+                                     Prim("split", (arith.as_expr(tile),), (flat,))))
+            copy = copied(2, copied(1, copied(0, None)))(tiles)
+            view = Prim("join", (), (Prim("map", (), (lam(lambda t: Prim("transpose", (), (t,))), Var(copy_name))),))
         if len(dims) > 2:
             def split_back(row):
                 for d in reversed(dims[2:]):
@@ -154,9 +171,9 @@ def relayout(name: str, function: str | None = None):
             view = Prim("map", (), (lam(split_back), view))
         body = Let(PVar(copy_name), copy, substitute(fun.body, {name: view}, names))
         program = tree.replace_function(dataclasses.replace(fun, body=body))
-        return Success(program, (Step("relayout", (name,)),))
+        return Success(program, (Step("relayout", (name,) if tile is None else (name, tile)),))
 
-    return Strategy(apply, f"relayout({name})")
+    return Strategy(apply, f"relayout({name})" if tile is None else f"relayout({name}, {tile})")
 
 
 def _padded_view(body: Node) -> Node | None:

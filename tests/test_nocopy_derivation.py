@@ -185,6 +185,14 @@ def test_relayout_reads_an_input_from_a_copy_with_its_outer_dimension_innermost(
     copy = executable.generated.kernels[0]
     assert "xsT[gid0+3*gid1]" in copy.source.replace(" ", ""), copy.source
     np.testing.assert_allclose(executable.run({"xs": xs, "ys": ys}, poison=True).output, expected, rtol=1e-6)
+    tiled = relayout("xs", tile=3)(liftpy.parse("""def f(xs: [[[float]_c]_b]_a, ys: [float]_a) =
+        map((x, y) -> map(row -> map(e -> e * y, row), x), zip(xs, ys))"""))  # blocks of 3 of the 6 rows of xs
+    xs6, ys6 = rng.standard_normal((6, 4, 5)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    executable = liftpy.compile(liftpy.rewrite.lower_to_opencl(tiled.program).program, {"a": 6, "b": 4, "c": 5})
+    copy = executable.generated.kernels[0]  # [a/3][b*c][3]: a block's three rows side by side, block after block
+    assert copy.launch.global_size == (3, 20, 2) and "xsT[gid0+3*gid1+60*gid2]" in copy.source.replace(" ", "")
+    np.testing.assert_allclose(executable.run({"xs": xs6, "ys": ys6}, poison=True).output, xs6 * ys6[:, None, None],
+                               rtol=1e-6)
     assert not relayout("ys")(program) and "two or more dimensions" in relayout("ys")(program).reason
     assert not relayout("zs")(program) and "no input zs" in relayout("zs")(program).reason
 

@@ -200,7 +200,7 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
     """A convolution's 2D block (kernels x windows) with the kernels' accumulators in vectors: the weights of
     v kernels are one vector load from a copy of the weights with the kernels innermost (``relayout``), a
     kernel that reads only the weights, so it runs once when they are prepared as a constant; every call
-    still computes numpy's answer."""
+    still computes numpy's answer. The copy is tiled by the block of kernels: a block's weights sit together."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     kernels = next(level for level in space.levels if level.name == "kernelWeights").extent
     config = {**space.default(), "block.kernelWeights": kernels, "vector": kernels, "vector_outer": 2, "unroll": 1,
@@ -218,6 +218,15 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
     gathered = liftpy.compile(space.lower({**config, "vector_outer": 1}), sizes)
     assert len(gathered.generated.kernels) == 1
     _close(gathered.run(inputs, poison=True).output, expected)
+    # a block of half the kernels: the copy tiled by the block, [K/b][window][b], each block's weights one run
+    half = {**config, "block.kernelWeights": kernels // 2, "vector": kernels // 2}
+    assert space.valid(half), half
+    tiled = liftpy.compile(space.lower(half), sizes)
+    copy, main = tiled.generated.kernels
+    window = inputs["weights"][0].size
+    assert copy.launch.global_size == (kernels // 2, window, 2)
+    assert f"vload{kernels // 2}(0, weightsT" in main.source
+    _close(tiled.run(inputs, poison=True).output, expected)
 
 
 def test_the_starting_points_measure_each_kind_of_vectors_once():

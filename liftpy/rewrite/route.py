@@ -25,8 +25,9 @@ and turns each into choices -- integer parameters of one space, sampled with the
   instead (``vectorizeOuterBlock``): in a convolution blocked by kernels and pixels, the kernels' weights are
   the vector and a pixel is broadcast, where the inner level's vectors load pixels and broadcast a weight.
   The weights of v kernels are then v strided reads; 2 also reads the inputs the outer level walks from a
-  copy with that level innermost in memory (``relayout``: one vector load; the copy is a kernel that reads
-  only that input, run once at prepare time where it is a constant input). Which is fastest is searched;
+  copy with that level innermost in memory, tiled by the block (``relayout``: one vector load, and a
+  work-item's block of weights one contiguous run; the copy is a kernel that reads only that input, run once
+  at prepare time where it is a constant input). Which is fastest is searched;
 * ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
   work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl);
 * ``partial``: 0, or the number w of partial sums a sum is split into where no level is blocked
@@ -578,8 +579,9 @@ class RouteSpace:
         if structure.vector == 3:
             from liftpy.rewrites.copies import relayout
 
-            for name in self._walked_inputs(structure.blocked[-1]):
-                relaid = relayout(name, self.function)(program)
+            outer = structure.blocked[-1]
+            for name in self._walked_inputs(outer):  # tiled by the block: each work-item's weights contiguous
+                relaid = relayout(name, self.function, arith.Var(_parameter_name(outer)))(program)
                 if not isinstance(relaid, Success):
                     return Sketch(structure, None, f"layout: {relaid.reason}")
                 program = relaid.program
