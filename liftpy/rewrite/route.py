@@ -136,15 +136,16 @@ LOCAL_MEMORY = (0, 1)
 
 
 def accumulator_targets(device) -> tuple[int, ...]:
-    """The vector accumulators a register-filling block aims at (:meth:`RouteSpace._filled`): three quarters
-    and half of the device's vector registers, the rest for a step's operands -- 32 registers where its
-    preferred vectors have 16 lanes (AVX-512), else 16 (AVX2). Neither target is best everywhere, so the
-    search starts from both. On AVX-512 (Zen 4) 24 accumulators were the hand-written direct pipelines' rule
-    and VGG-16 layer 0's best; on AVX2 (Zen 3, PoCL, 8-lane vectors, kernels x pixels per work-item) 8
-    accumulators took 20 ms on VGG-16's layer 10 where 14 took 33 and 28 took 26, but 14 took 11 ms on
-    layer 24 where 8 took 17."""
+    """The vector accumulators a register-filling block aims at (:meth:`RouteSpace._filled`): all of the
+    device's vector registers but four (a step's operands), three quarters, half and a quarter of them -- 32
+    registers where its preferred vectors have 16 lanes (AVX-512), else 16 (AVX2). No target is best
+    everywhere, so the search starts from each. On AVX-512 (Zen 4, PoCL) the hand-written direct pipelines'
+    best blocks of VGG-16's layers held 28 accumulators (layers 10, 12, 19), 16 (17), 14 (24) and 7-8 (2, 5:
+    a small block's window stays in the first-level cache), 200 trials each; on AVX2 (Zen 3, 8-lane vectors,
+    kernels x pixels per work-item) 8 accumulators took 20 ms on VGG-16's layer 10 where 14 took 33 and 28
+    took 26, but 14 took 11 ms on layer 24 where 8 took 17."""
     registers = 32 if device.preferred_vector_width_float >= 16 else 16
-    return (registers * 3 // 4, registers // 2)
+    return tuple(dict.fromkeys((registers - 4, registers * 3 // 4, registers // 2, registers // 4)))
 
 
 def _prime_factors(n: int) -> list[int]:
@@ -838,8 +839,9 @@ class RouteSpace:
         """``base``'s 2D block grown to fill the vector registers: vectors along the level ``base`` vectorises,
         of the widest width up to the device's preferred one (4 to 16 lanes) that a block of that level can
         hold; block sizes (divisors of their levels, the vectorised one a multiple of the width) whose vector
-        accumulators come closest to ``target`` (:func:`accumulator_targets`), then read the fewest values per
-        step (vector loads of the vectorised level, broadcasts of the other). None where ``base`` has no
+        accumulators come closest to ``target`` (:func:`accumulator_targets`) without passing it (more than the
+        registers hold would spill), then read the fewest values per step (vector loads of the vectorised
+        level, broadcasts of the other). None where ``base`` has no
         vectorised 2D block or no such block is valid. The defaults' small blocks leave most registers unused
         (on VGG-16's layer 0 and AVX-512, 8 accumulators took 0.99 ms where the hand-written rows pipeline's 28
         took 0.96)."""
@@ -850,7 +852,8 @@ class RouteSpace:
         for width in reversed(self._widths()):
             blocks = [{vectorised.key: a, other.key: b} for a in vectorised.divisors[1:] if a % width == 0
                       for b in other.divisors[1:]]
-            blocks.sort(key=lambda c: (abs(c[vectorised.key] // width * c[other.key] - target),
+            blocks.sort(key=lambda c: (c[vectorised.key] // width * c[other.key] > target,
+                                       abs(c[vectorised.key] // width * c[other.key] - target),
                                        c[vectorised.key] // width + c[other.key]))
             for sizes in blocks:
                 config = {**base, **sizes, "vector": width}
@@ -859,16 +862,16 @@ class RouteSpace:
         return None
 
     def starting_points(self) -> list[dict[str, int]]:
-        """The default first, then each kind of vectors with its block grown to fill the registers
-        (:meth:`_filled`, three quarters of the registers, then half), then each other kind of vectors once --
-        along the inner level, along a 2D block's outer level gathered and relaid (:meth:`_outer_vectors`),
-        reading through the padding view -- and the relaid ones with the padding copied, the inner vectors with the padding copied rotated (its
-        pixels side by side, as the vectors read them), and the default with its sum's loops in the other
-        order, where the space has them: so that a short tuning does not wait for random trials to find the
+        """The default first, then each kind of vectors with its block grown to fill the registers (:meth:`_filled`,
+        for each of :func:`accumulator_targets`, the most first), then each other kind of vectors once -- along the
+        inner level, along a 2D block's outer level gathered and relaid (:meth:`_outer_vectors`), reading through
+        the padding view -- and the relaid ones with the padding copied, the inner vectors with the padding copied
+        rotated (its pixels side by side, as the vectors read them), and the default with its sum's loops in the
+        other order, where the space has them: so that a short tuning does not wait for random trials to find the
         kind that fits the program's layouts (a matrix product's relaid outer vectors were 1.3x slower than its
         inner ones; whether the padding is best copied depends on the layer, see :meth:`default`; a grouped
-        convolution's best 200 trials walked the window channel first, 0.297 ms against 0.314 as written), nor
-        a local search one divisor at a time to reach a block that fills the registers."""
+        convolution's best 200 trials walked the window channel first, 0.297 ms against 0.314 as written), nor a
+        local search one divisor at a time to reach a block that fills the registers."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
         copied = [{**c, "pad_copy": 1} for c in outer if c["vector_outer"] == 2] \
