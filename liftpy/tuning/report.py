@@ -150,6 +150,9 @@ def _pareto_figure(ok: list[Trial], layer, path: Path):
     ax.step(fx, fy, where="post", color="crimson", label="Pareto front")
     ax.scatter(fx, fy, s=24, color="crimson")
     ax.set_xscale("log")
+    memory = [p[1] for p in points if p[1] > 0]
+    if memory and max(memory) > 10 * min(memory):  # a split sum's chunks' sums: up to hundreds of times the least
+        ax.set_yscale("log")
     from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
