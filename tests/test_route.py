@@ -235,23 +235,36 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
     its block grown to fill the registers (here as large as the levels allow already), the inner level's
     vectors, the outer level's gathered, and relaid reading through the padding view, the inner ones with the
     padding copied rotated (the image's own order: where the inner level has vectors), and the default with
-    the window walked channel first: valid, distinct configurations the route makes and numpy agrees with."""
+    the window walked channel first; then each of these with every level parallel and its window walked the
+    other way: valid, distinct configurations the route makes and numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
-    starts = space.starting_points()
+    every = space.starting_points()
+    starts, spread = _spread_apart(every)
     assert starts[0] == space.default() and starts[-1] == {**space.default(), "reorder": 1}
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
         [(2, 1, 0), (1, 0, 0), (2, 0, 0), (0, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors here
     assert all(c["vector"] for c in starts if c["vector_outer"])
-    assert all(space.valid(c) for c in starts) and len({tuple(sorted(c.items())) for c in starts}) == 5
-    for config in starts:
+    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every) == 10
+    for config in every:
         _close(_run(space, config, inputs, sizes), expected)
     grouped, inputs, sizes, expected = _space("grouped_conv")  # no 2D block of outer vectors; inner ones
-    starts = grouped.starting_points()
+    starts, _ = _spread_apart(grouped.starting_points())
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"], c["vector"]) for c in starts] == \
         [(0, 2, 0, 4), (0, 0, 0, 4), (0, 2, 1, 4)]
     _close(_run(grouped, starts[0], inputs, sizes), expected)
     depthwise, *_ = _space("depthwise")  # one blocked level: the default, and its window by columns
-    assert depthwise.starting_points() == [depthwise.default(), {**depthwise.default(), "reorder": 1}]
+    assert _spread_apart(depthwise.starting_points())[0] == [depthwise.default(), {**depthwise.default(), "reorder": 1}]
+
+
+def _spread_apart(starts):
+    """The starting points before the spread ones, and the spread ones: each an earlier one with every level
+    parallel (3) and its sum's loops in the other order where the space has it."""
+    spread = [c for c in starts if c["parallel"] == 3]
+    first = starts[:len(starts) - len(spread)]
+    assert all(c["parallel"] != 3 for c in first)
+    for c in spread:
+        assert any({**b, "parallel": 3, "reorder": r} == c for b in first for r in (1 - b["reorder"], b["reorder"]))
+    return first, spread
 
 
 def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
