@@ -143,10 +143,14 @@ def relayout(name: str, function: str | None = None, tile=None):
             x = names.fresh("x")
             return Lambda(PVar(x), body_of(Var(x)))
 
-        def copied(dim: int, inner):
-            """mapGlb(dim) of a copy of each element (``inner``: the copy of the level below, or None)."""
-            leaf = inner or (lambda e: Prim("toGlobal", (), (lam(lambda y: Prim("id", (), (y,))), e)))
-            return lambda xs: Prim("mapGlb", (dim,), (lam(leaf), xs))
+        def copied(rank: int, xs):
+            """``xs`` (of ``rank`` dimensions) copied to global memory, one global level per dimension."""
+            if rank == 0:
+                return Prim("toGlobal", (), (lam(lambda y: Prim("id", (), (y,))), xs))
+            return Prim("mapGlb", (rank - 1,), (lam(lambda x: copied(rank - 1, x)), xs))
+
+        def transposed_each(xs):
+            return Prim("map", (), (lam(lambda t: Prim("transpose", (), (t,))), xs))
 
         flat = Var(name)
         if len(dims) > 2:
@@ -156,13 +160,11 @@ def relayout(name: str, function: str | None = None, tile=None):
                 return x
             flat = Prim("map", (), (lam(joined), flat))
         if tile is None:
-            copy = copied(1, copied(0, None))(Prim("transpose", (), (flat,)))
+            copy = copied(2, Prim("transpose", (), (flat,)))
             view = Prim("transpose", (), (Var(copy_name),))
         else:
-            tiles = Prim("map", (), (lam(lambda t: Prim("transpose", (), (t,))),
-                                     Prim("split", (arith.as_expr(tile),), (flat,))))
-            copy = copied(2, copied(1, copied(0, None)))(tiles)
-            view = Prim("join", (), (Prim("map", (), (lam(lambda t: Prim("transpose", (), (t,))), Var(copy_name))),))
+            copy = copied(3, transposed_each(Prim("split", (arith.as_expr(tile),), (flat,))))
+            view = Prim("join", (), (transposed_each(Var(copy_name)),))
         if len(dims) > 2:
             def split_back(row):
                 for d in reversed(dims[2:]):

@@ -853,8 +853,10 @@ class RouteSpace:
         for width in reversed(self._widths()):
             blocks = [{vectorised.key: a, other.key: b} for a in vectorised.divisors[1:] if a % width == 0
                       for b in other.divisors[1:]]
-            blocks.sort(key=lambda c: (c[vectorised.key] // width * c[other.key] > target,
-                                       abs(c[vectorised.key] // width * c[other.key] - target),
+            def accumulators(c):
+                return c[vectorised.key] // width * c[other.key]
+
+            blocks.sort(key=lambda c: (accumulators(c) > target, abs(accumulators(c) - target),
                                        c[vectorised.key] // width + c[other.key]))
             for sizes in blocks:
                 config = {**base, **sizes, "vector": width}
