@@ -3,7 +3,7 @@
 * ``naive_opencl``: a naive direct convolution in OpenCL C, one work-item per output element (the baseline
   the paper's x10 claim is measured against), run through PyOpenCL on the same device as liftpy's kernels;
 * ``im2col_layer`` / ``im2col_gemm``: im2col + GEMM with numpy in float32 (numpy's BLAS);
-* ``torch_layer`` / ``torch_conv2d``: PyTorch's CPU conv2d, padding inside the call, when torch is installed
+* ``torch_layer`` / ``torch_conv2d``: PyTorch's conv2d (CPU, or a CUDA GPU), padding inside the call, when torch is installed
   (optional);
 * ``clblast_conv``: im2col as a hand-written OpenCL kernel + CLBlast's SGEMM, on the same device as liftpy's
   kernels, when pyclblast and libclblast are installed (optional: ``apt-get install libclblast-dev``,
@@ -165,23 +165,28 @@ def im2col_layer(w, b, stride, padding):
     return call
 
 
-def torch_layer(w, b, stride, padding):
-    """PyTorch's CPU ``F.conv2d`` as users call it: numpy in (``torch.from_numpy``, no copy), the padding
-    inside the call, numpy out; None when torch is not installed."""
+def torch_layer(w, b, stride, padding, device="cpu"):
+    """PyTorch's ``F.conv2d`` as users call it: numpy in (``torch.from_numpy``, no copy on the CPU), the padding
+    inside the call, numpy out; None when torch is not installed. On a GPU (``device="cuda"``) the weights are
+    uploaded once, as a prepared layer's are, and each call copies the images in and the output back, which
+    waits for the kernels."""
     try:
         import torch
         import torch.nn.functional as F
     except ImportError:
         return None
-    weights, bias = torch.from_numpy(np.ascontiguousarray(w)), torch.from_numpy(np.ascontiguousarray(b))
+    weights = torch.from_numpy(np.ascontiguousarray(w)).to(device)
+    bias = torch.from_numpy(np.ascontiguousarray(b)).to(device)
     top, bottom, left, right = padding
 
     def call(x):
         with torch.no_grad():
-            images = torch.from_numpy(x)
+            images = torch.from_numpy(x).to(device)
             if top == bottom and left == right:
-                return F.conv2d(images, weights, bias, stride=stride, padding=(top, left)).numpy()
-            return F.conv2d(F.pad(images, (left, right, top, bottom)), weights, bias, stride=stride).numpy()
+                out = F.conv2d(images, weights, bias, stride=stride, padding=(top, left))
+            else:
+                out = F.conv2d(F.pad(images, (left, right, top, bottom)), weights, bias, stride=stride)
+            return out.cpu().numpy()
 
     return call
 

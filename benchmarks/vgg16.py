@@ -14,7 +14,8 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
    turns at going first. Each keeps the median of its rounds' medians (the machine's speed drifts;
    interleaving spreads it).
 
-PyTorch runs with as many threads as the machine has cores (printed). The naive OpenCL kernel (``--naive``)
+PyTorch runs with as many threads as the machine has cores (printed), on the CPU unless ``--torch-device cuda``
+(the images copied in and the output back in each call). The naive OpenCL kernel (``--naive``)
 and CLBlast's im2col + GEMM (when pyclblast is installed) are timed by their kernel events only, as
 labelled. Every figure is written to ``--out`` with the machine it was measured on (commit, CPU, OpenCL
 platform and driver, PyTorch's version and threads); figures from two machines are not comparable.
@@ -80,13 +81,15 @@ def commit() -> str:
     return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def machine_record(torch_threads) -> list[str]:
+def machine_record(torch_threads, torch_device="cpu") -> list[str]:
     """What the figures depend on, one fact a line."""
     info = device_info(get_device())
     try:
         import torch
 
         torch_text = f"PyTorch {torch.__version__}" + (f", {torch_threads} threads" if torch_threads else "")
+        if torch_device != "cpu":
+            torch_text += f"; its conv2d on {torch_device}: {torch.cuda.get_device_name(torch_device)}"
     except ImportError:
         torch_text = "PyTorch not installed"
     return [
@@ -131,6 +134,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements (medians over rounds)")
     parser.add_argument("--naive", action="store_true", help="also time the naive OpenCL kernel (seconds per layer)")
+    parser.add_argument("--torch-device", default="cpu",
+                        help="where PyTorch's conv2d runs: cpu, or cuda on a machine whose GPU liftpy runs on "
+                             "through OpenCL (numpy in and out either way)")
     parser.add_argument("--out", help="write the table and the machine record to this file")
     args = parser.parse_args()
     ours = [m for m in args.methods.split(",") if m]
@@ -143,7 +149,7 @@ def main():
         torch_threads = torch.get_num_threads()
     except ImportError:
         torch_threads = None
-    record = machine_record(torch_threads)
+    record = machine_record(torch_threads, args.torch_device)
     print("\n".join(record), file=sys.stderr)
     device = device_info(get_device()).name
     names = args.layers.split(",")
@@ -164,7 +170,7 @@ def main():
             layer(x)  # the first call is checked against the float64 reference
             assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
             prepared.append((method, best, tried, layer))
-        methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding),
+        methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding, args.torch_device),
                    "numpy im2col": im2col_layer(w, b, spec.stride, spec.padding)}
         methods = {k: v for k, v in methods.items() if v is not None}
         for call in methods.values():

@@ -21,7 +21,7 @@ import numpy as np
 
 from .codegen.program import GeneratedProgram
 from .device import PRIVATE_BUDGET, Device
-from .errors import DeviceError, InputError
+from .errors import ConstraintError, DeviceError, InputError
 
 
 def _cl():
@@ -196,8 +196,9 @@ class _ReturnedOutput:
         self.array = array
         self.buffer = None
         self.baseline = (0, 0)
-        #: whether mapping the buffer gave the array's own memory: the device computes in it, and the kernels'
-        #: writes are there once they complete (learned at the first map; until then, mapped)
+        #: whether the device computes in the array's own memory, so that the kernels' writes are there once
+        #: they complete (learned at the first map, where the device shares the host's memory; until then, and
+        #: on any other device, each call maps)
         self.device_memory = False
 
     def references(self) -> tuple[int, int]:
@@ -222,6 +223,36 @@ def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
+def _maps_own_memory(queue, buffer, host: np.ndarray, blocking: bool) -> bool:
+    """Whether a map of ``buffer``, made over ``host`` (``USE_HOST_PTR``), gives ``host``'s own memory. Only where
+    the device shares the host's memory does that say the kernels work in it: the specification has such a map
+    return the host pointer on every device, after copying the device's data there (NVIDIA's OpenCL does, and
+    without a map its kernels' results never reached the array)."""
+    mapped, _ = _cl().enqueue_map_buffer(queue, buffer, _cl().map_flags.READ, 0, host.shape, host.dtype,
+                                         is_blocking=blocking)
+    own = _address(mapped) == _address(host)
+    mapped.base.release()
+    return own
+
+
+def _check_work_groups(kernels, device) -> None:
+    """Each kernel's work-groups within what the device allows that kernel, which only the built kernel tells
+    (its registers and local memory lower the device's maximum): NVIDIA's OpenCL allows 1024 work-items a group
+    but refused a pipeline's groups of 928 at launch (``OUT_OF_RESOURCES``). The configuration is then out of
+    this device's space, as a constraint would have ruled it."""
+    cl = _cl()
+    for plan, kernel in kernels:
+        local = plan.launch.local_size
+        if local is None:
+            continue
+        size = int(np.prod(local))
+        limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+        if size > limit:
+            raise ConstraintError(
+                f"{plan.name} runs work-groups of {size} work-items {tuple(local)}; built for "
+                f"{device.name.strip()}, it allows at most {limit} (its registers or local memory)")
+
+
 class PreparedProgram:
     """An executable with its device state kept between calls: kernels created once, the constant inputs (a
     layer's weights) uploaded once, intermediate buffers allocated once. ``run`` takes the other inputs and
@@ -243,6 +274,10 @@ class PreparedProgram:
         program = executable.build()
         self.zero_copy = shares_host_memory(executable.device) if zero_copy is None else zero_copy
         self.kernels = [(plan, cl.Kernel(program, plan.name)) for plan in generated.kernels]
+        _check_work_groups(self.kernels, executable.device)
+        #: whether a zero-copy buffer can be the caller's array itself: only on a device that shares the host's
+        #: memory (elsewhere each call's buffers are made anew and its output mapped)
+        self._host_memory_shared = shares_host_memory(executable.device)
         self.inputs = {b.name: b for b in generated.buffers if b.role == "input"}
         self.scalars = dict(generated.scalar_params)
         constants = dict(constants or {})
@@ -303,10 +338,8 @@ class PreparedProgram:
         seen = self._inputs_seen.get(name)
         if seen is not None and seen.array is host:
             if seen.device_memory is None:  # given again: is the buffer the array's memory? (asked once)
-                mapped, _ = cl.enqueue_map_buffer(self.queue, seen.buffer, cl.map_flags.READ, 0, host.shape,
-                                                  host.dtype, is_blocking=False)
-                seen.device_memory = _address(mapped) == _address(host)
-                mapped.base.release()
+                seen.device_memory = (self._host_memory_shared
+                                      and _maps_own_memory(self.queue, seen.buffer, host, blocking=False))
             if seen.device_memory:
                 return seen.buffer
         buffer = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
@@ -390,7 +423,6 @@ class PreparedProgram:
                 values[name] = self._input_buffer(name, host)
             else:
                 cl.enqueue_copy(self.queue, self.buffers[name], host, is_blocking=False)
-        out_plan = self.output_plan
         returned = self._output()
         output = returned.array
         if self.zero_copy:
@@ -422,15 +454,14 @@ class PreparedProgram:
                 runs.append(events)
         # the one wait of the call: a blocking map or read completes after every kernel before it. The unmap is
         # left queued: a map for reading writes nothing back, and the in-order queue runs it before the next
-        # call's commands (a finish here cost a second round trip, 0.1-0.2 ms on PoCL). Where an earlier map of
-        # the same buffer gave the output's own memory, the kernels write there and waiting for them is enough
+        # call's commands (a finish here cost a second round trip, 0.1-0.2 ms on PoCL). Where the device shares
+        # the host's memory and an earlier map gave the output's own memory, the kernels write there and waiting
+        # for them is enough
         # (a trivial kernel's call on PoCL: the map's round trip 49-58 us, the kernel's event 29 us)
         try:
             if self.zero_copy and not returned.device_memory:
-                mapped, _ = cl.enqueue_map_buffer(self.queue, returned.buffer, cl.map_flags.READ, 0,
-                                                  out_plan.shape, out_plan.dtype, is_blocking=True)
-                returned.device_memory = _address(mapped) == _address(output)
-                mapped.base.release()
+                own = _maps_own_memory(self.queue, returned.buffer, output, blocking=True)
+                returned.device_memory = self._host_memory_shared and own
             elif not self.zero_copy:
                 cl.enqueue_copy(self.queue, output, self.buffers[g.output], is_blocking=True)
         except cl.Error as e:

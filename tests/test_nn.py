@@ -60,9 +60,17 @@ def test_scaled_down_vgg16_layers(name, algorithm):
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
     expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
     space = nn.conv_space(layer, algorithm=algorithm)
-    for config in space.sample(2, seed=7):
-        out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm)
+    ran = 0
+    for config in space.sample(8, seed=7):
+        try:
+            out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm)
+        except ConstraintError:  # its work-groups exceed what the device allows the built kernel (a GPU's registers)
+            continue
         assert_matches(out, expected)
+        ran += 1
+        if ran == 2:
+            break
+    assert ran == 2
 
 
 @pytest.mark.slow

@@ -453,7 +453,8 @@ def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
     programs run here, on PoCL. The group keeps the size tuned (the copy is walked in strides, not one work-item per
     element), and the answer is numpy's. A staged sketch is made only when lowered, on the prediction that a
     group reads an array it does not bind: every staged structure of two spaces is made here to hold it to that."""
-    cpu, *_ = _space("matmul")
+    inputs, sizes, _ = _case("matmul")
+    cpu = RouteSpace(liftpy.load(PROGRAMS / "matmul.lift"), sizes, device="pocl-cpu")
     assert cpu.device.is_cpu and not any(structure.local_memory for structure in cpu.structures())
     for name in ("matmul", "conv_bias_relu", "depthwise", "grouped_conv"):
         inputs, sizes, expected = _case(name)
