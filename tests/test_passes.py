@@ -277,6 +277,42 @@ def test_a_loop_without_divisions_stays_whole():
     assert passes.split_sequential_loops(k, passes.KernelContext({"j"})) == k
 
 
+# ------------------------------------------------------------------------------------------------ inline_single_steps
+def test_a_loop_of_one_step_is_its_body_at_that_step():
+    """A batch of one image wrapped a whole convolution kernel in a loop of one step: the loop goes, its index
+    becomes the constant it took; a loop of two steps stays."""
+    i, g = var("i", 1), var("g", 2)
+    inp, out = mem("in", "global", 100), mem("out", "global", 100)
+    inner = kir.SeqFor(g, 2, "two", (kir.Store(out, 10 * i + g, load(inp, 7 * i + g)),))
+    k = passes.inline_single_steps(kernel(kir.SeqFor(i, 1, "batch", (inner,)), output=out))
+    (loop,) = k.body
+    assert isinstance(loop, kir.SeqFor) and loop.extent == 2
+    (store,) = loop.body
+    assert str(store.offset) == "g" and str(store.value) == "in[g]"
+
+
+# ------------------------------------------------------------------------------------------------ order_unrolled_stores
+def test_a_block_of_stores_is_written_in_address_order_where_they_commute():
+    """A block of accumulators held as vectors along one output dimension was written back vector by vector
+    (each store a plane away from the last); in address order, the neighbouring pixels follow each other."""
+    acc, out = mem("acc", "private", 4), mem("out", "global", 400)
+    p = var("p", 10)
+
+    def block(target):
+        return kir.Unrolled("copy of 2", tuple(
+            kir.Unrolled("copy of 1", tuple(kir.Store(target, 4 * p + 100 * lane + pixel, load(acc, 2 * pixel + lane))
+                                            for lane in range(2)))
+            for pixel in range(2)))
+
+    (ordered,) = passes.order_unrolled_stores(kernel(block(out), output=out)).body
+    assert ordered.label == "copy of 2, in address order"
+    assert [str(s.offset) for s in ordered.body] == ["4*p", "4*p+1", "4*p+100", "4*p+101"]
+    assert [str(s.value) for s in ordered.body] == ["acc[0]", "acc[2]", "acc[1]", "acc[3]"]
+    # stores that read what the block writes keep their order
+    unchanged = kernel(block(acc), output=acc)
+    assert passes.order_unrolled_stores(unchanged) == unchanged
+
+
 # ------------------------------------------------------------------------------------------------ allocate_private
 def test_private_arrays_with_constant_indices_live_in_registers():
     j = var("j", 4)
