@@ -261,14 +261,15 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
     trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None)
     assert len([t for t in trials if t.status == "ok"]) == 6
     again = [t for t in trials if "measured again" in t.cause]
-    assert len(again) == 2
+    assert 2 <= len(again) <= 6  # the fastest two not measured yet, a pass, until the fastest is one of them
+    assert "measured again" in min((t for t in trials if t.status == "ok"), key=lambda t: t.time_ms).cause
     with sqlite3.connect(db) as conn:
         runs = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
     for t in again:
         times = runs[t.algorithm, json.dumps(t.config, ensure_ascii=False)]
         assert len(times) == 8  # four measurements of two runs: the search's, then three in turns with the rival
         medians = [statistics.median(times[i:i + 2]) for i in (2, 4, 6)]
-        assert t.time_ms == pytest.approx(statistics.median(medians), rel=1e-6)
+        assert t.time_ms == pytest.approx(max(medians), rel=1e-6)  # the slowest of the three
     # a later run does not measure again what has been measured again (a trial newly among the fastest it does)
     more = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None)
     assert {(t.algorithm, str(t.config), t.time_ms) for t in again} <= \
