@@ -7,7 +7,6 @@ Nothing is lost on a crash or Ctrl-C: every trial is committed on its own. The s
 from __future__ import annotations
 
 import json
-import statistics
 import sqlite3
 import time
 from dataclasses import dataclass

@@ -179,6 +179,10 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
                         f"saved in {db_path}", report)
 
 
+#: rounds of measuring the fastest trials again before the search gives its best (each a few trials)
+CONFIRM_PASSES = 3
+
+
 def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer, algorithms, device: str,
                         repeat: int, count: int, rounds: int, search_seed: int, db_path):
     """The ``count`` fastest correct trials not measured again yet, measured ``rounds`` more times, taking turns
@@ -200,10 +204,6 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer
                 measured.append(_measured(measurer, job, db_path))
         for trial, measured in zip(rivals, results):
             database.remeasured(layer, trial.algorithm, trial.config, device, measured)
-
-
-#: rounds of measuring the fastest trials again before the search gives its best (each a few trials)
-CONFIRM_PASSES = 3
 
 
 def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]:
