@@ -243,7 +243,7 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     :data:`TUNED_ALGORITHMS`; those already in the database count), and return every trial of this layer,
     device and these pipelines in the database. A configuration whose first run is more than ``cutoff`` times
     slower than the best so far is timed once instead of ``repeat`` times (None: never). At the end the
-    ``confirm`` fastest correct trials are measured three times more, taking turns, and keep the slowest of these
+    ``confirm`` fastest correct trials are measured three times more, taking turns, and keep the median of these
     three medians: on a shared machine speed drifts for seconds at a time (a trial timed during the search in a
     fast phase measured 16.7 ms, then 50 and 66 ms beside its rivals), and the ranking must not follow it.
 
