@@ -272,12 +272,12 @@ class PreparedProgram:
         generated = executable.generated
         self.context, self.queue = context_and_queue(executable.device)
         program = executable.build()
-        self.zero_copy = shares_host_memory(executable.device) if zero_copy is None else zero_copy
-        self.kernels = [(plan, cl.Kernel(program, plan.name)) for plan in generated.kernels]
-        _check_work_groups(self.kernels, executable.device)
         #: whether a zero-copy buffer can be the caller's array itself: only on a device that shares the host's
         #: memory (elsewhere each call's buffers are made anew and its output mapped)
         self._host_memory_shared = shares_host_memory(executable.device)
+        self.zero_copy = self._host_memory_shared if zero_copy is None else zero_copy
+        self.kernels = [(plan, cl.Kernel(program, plan.name)) for plan in generated.kernels]
+        _check_work_groups(self.kernels, executable.device)
         self.inputs = {b.name: b for b in generated.buffers if b.role == "input"}
         self.scalars = dict(generated.scalar_params)
         constants = dict(constants or {})

@@ -17,7 +17,7 @@ from ..device import Device
 from ..errors import CodegenError
 from ..ir import Node
 from . import kir
-from .c import Code, Guarded, Memory, MemRef, Param, c_type, fragments
+from .c import Code, Guarded, Memory, MemRef, Param, VLoad, c_type
 from .launch import launch_for
 from .lower import KernelContext, lower, user_fun_source
 from .views import View
@@ -336,7 +336,7 @@ def _in_address_order(block: kir.Unrolled) -> kir.Unrolled:
     if len(stores) < 2 or len({s.mem for s in stores}) > 1:
         return block
     written = stores[0].mem
-    if any(getattr(f, "mem", None) == written for s in stores for f in fragments(s.value)):
+    if any(isinstance(f, (MemRef, VLoad)) and f.mem == written for f in kir.value_fragments(block.body)):
         return block
     apart = [(s.offset - stores[0].offset).as_int() for s in stores]
     if None in apart or len(set(apart)) < len(apart):
