@@ -409,6 +409,7 @@ def _program_task(args, option: str):
 def cmd_tune(args) -> int:
     from .runtime import get_device
     from .tuning import tune
+    from .tuning.db import ranked
     from .tuning.search import check_pipelines_can_compute, resolve_algorithms
 
     if args.file:
@@ -425,10 +426,10 @@ def cmd_tune(args) -> int:
           f"{args.trials} trials, database {args.db}", file=sys.stderr)
     trials = tune(layer, trials=args.trials, db=args.db, device=args.device, seed=args.seed,
                   algorithm=args.algorithm, repeat=args.repeat, timeout=args.timeout)
-    ok = [t for t in trials if t.status == "ok"]
+    ok = ranked(trials)
     print(f"{len(trials)} trials in {args.db}: {len(ok)} correct, {len(trials) - len(ok)} failed")
     if ok:
-        best = min(ok, key=lambda t: t.time_ms)
+        best = ok[0]
         print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), "
               f"{(best.memory_bytes or 0) / 2**20:.1f} MiB, {best.algorithm} {best.config}")
     return 0
@@ -543,6 +544,7 @@ def cmd_export(args) -> int:
 def _export_program(args, write_program) -> int:
     from .pretty import pretty
     from .runtime import compile as compile_program
+    from .tuning.db import ranked
     from .tuning.search import best_of
 
     task = _program_task(args, "program")
@@ -560,7 +562,7 @@ def _export_program(args, write_program) -> int:
         (out / "README.txt").write_text(
             f"The best low-level program found for {task.describe()} by the automatic route\n"
             f"(liftpy tune, database {args.db}): {best.time_ms:.3f} ms of kernel events on "
-            f"{min((t for t in trials if t.status == 'ok'), key=lambda t: t.time_ms).device}.\n"
+            f"{ranked(trials)[0].device}.\n"
             f"configuration: {best.config}\n"
             f"best.lift: the low-level program; the .cl files: its kernels; host.py runs them.\n")
         written += [out / "best.lift", out / "README.txt"]

@@ -222,6 +222,29 @@ def test_network_report_against_baselines(tmp_path, capsys):
     assert (tmp_path / "throughput-vgg16.png").exists()
 
 
+def test_a_trial_measured_again_outranks_a_faster_one_timed_once(tmp_path, capsys):
+    """A first median can come from a fast spell of the machine: the best is the fastest trial measured again in
+    turns with its rivals, wherever a best is read (the database, nn's default, the report's ranking)."""
+    from liftpy.tuning.db import ranked
+
+    layer = nn.make_layer(**SMALL)
+    db = TuningDB(tmp_path / "t.sqlite")
+    device = {"name": "test device", "driver": "1", "platform": "test"}
+    lucky, steady = {"σ": 4, "κ": 8, "v": 8}, {"σ": 2, "κ": 8, "v": 8}
+    db.record(layer, "direct", lucky, device, {"status": "ok", "time_ms": 8.0, "max_error": 0.1})
+    db.record(layer, "direct", steady, device, {"status": "ok", "time_ms": 9.0, "max_error": 0.1})
+    db.remeasured(layer, "direct", steady, "test device",
+                  [{"status": "ok", "time_ms": t, "times_ms": [t]} for t in (9.5, 9.1, 9.3)])
+    best = db.best(layer)
+    assert best.config == steady and best.time_ms == 9.3 and best.measured_again
+    assert nn.conv.best_trial(db, layer, "test device", "direct").config == steady
+    assert [t.config for t in ranked(db.trials(layer))] == [steady, lucky]
+    db.close()
+    assert main(["report", "--db", str(tmp_path / "t.sqlite"), *SMALL_ARGS, "-o", str(tmp_path)]) == 0
+    table = [line.split() for line in capsys.readouterr().out.splitlines() if line[:4].strip() in ("1", "2")]
+    assert [row[1:3] for row in table] == [["9.300", "again"], ["8.000", "once"]]
+
+
 def test_pareto_front():
     points = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (1.5, 5.0)]
     assert pareto_front(points) == [0, 1, 3]

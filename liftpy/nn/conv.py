@@ -453,9 +453,12 @@ def best_trial(database, layer: ConvLayer, device: str | None, algorithm: str | 
     ``algorithm`` -- the automatic route's trials are the layer's program's (:func:`route_task`) -- or,
     without one, of the route and every hand-written pipeline (a layer tuned before the route was the default
     keeps its result); None if there is none."""
+    from ..tuning.db import ranked
+
     found = [database.best(route_task(layer), device, ROUTE)] if algorithm in (None, ROUTE) else []
     found += [database.best(layer, device, algorithm)] if algorithm != ROUTE else []
-    return min((t for t in found if t is not None), key=lambda t: t.time_ms, default=None)
+    found = ranked(t for t in found if t is not None)
+    return found[0] if found else None
 
 
 def best_known(layer: ConvLayer, device, algorithm: str | None, db=None):

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..nn.layers import NETWORKS
-from .db import Trial, TuningDB, iter_ok
+from .db import Trial, TuningDB, ranked
 from .program import ROUTE, ProgramTask
 
 
@@ -31,16 +31,20 @@ def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: in
     trials = db.trials(layer, device)
     if not trials:
         return f"no trials for {layer.describe()} in {db.path}"
-    ok = sorted(iter_ok(trials), key=lambda t: t.time_ms)
+    ok = ranked(trials)
     flops = getattr(layer, "flops", None)
     lines = [f"{layer.describe()}: {len(trials)} trials, {len(ok)} correct"]
     if ok:
-        lines.append(f"{'rank':>4} {'time ms':>9} {'GFLOP/s':>8} {'MiB':>7} {'algorithm':>9}  configuration")
+        lines.append(f"{'rank':>4} {'time ms':>9} {'timed':>5} {'GFLOP/s':>8} {'MiB':>7} {'algorithm':>9}  "
+                     "configuration")
         for rank, t in enumerate(ok[:top], 1):
             config = ", ".join(f"{k}={v}" for k, v in t.config.items())
             rate = f"{flops / t.time_ms / 1e6:8.1f}" if flops else f"{'-':>8}"
-            lines.append(f"{rank:4} {t.time_ms:9.3f} {rate} "
+            timed = "again" if t.measured_again else "once"
+            lines.append(f"{rank:4} {t.time_ms:9.3f} {timed:>5} {rate} "
                          f"{(t.memory_bytes or 0) / 2**20:7.1f} {t.algorithm:>9}  {config}")
+        lines.append("timed: again = measured again in turns with its rivals at the search's end (ranked first), "
+                     "once = its first median only")
     failures = Counter(t.status for t in trials if t.status != "ok")
     if failures:
         lines.append("failures by cause:")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 from ..errors import InputError
 from ..nn.conv import ALGORITHMS, TUNED_ALGORITHMS, conv_space, default_config, make_layer
 from ..nn.layers import ConvLayer, layer as named_layer
-from .db import Trial, TuningDB, config_key
+from .db import Trial, TuningDB, config_key, ranked
 from .measure import Job, Measurer, check_seed
 
 if TYPE_CHECKING:
@@ -193,9 +193,9 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer
     for _ in range(CONFIRM_PASSES):
         ok = sorted((t for t in database.trials(layer, device, "ok") if t.algorithm in algorithms and t.time_ms),
                     key=lambda t: t.time_ms)
-        if not ok or "measured again" in ok[0].cause:
+        if not ok or ok[0].measured_again:
             return
-        rivals = [t for t in ok[:count] if "measured again" not in t.cause]
+        rivals = [t for t in ok[:count] if not t.measured_again]
         results: list[list[dict]] = [[] for _ in rivals]
         for round_ in range(1, rounds + 1):
             for trial, measured in zip(rivals, results):  # checked again, on inputs of this measurement's own
@@ -348,11 +348,11 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
 
 def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
     """The best correct trial among ``found`` as a :class:`Tuned`; none correct is an error naming why."""
-    ok = [t for t in found if t.status == "ok" and t.time_ms is not None]
+    ok = ranked(found)
     if not ok:
         causes = sorted({t.status for t in found})
         raise InputError(f"no correct trial of {task.describe()} (trials: {len(found)}; "
                          f"failures: {', '.join(causes) or 'none'})")
-    best = min(ok, key=lambda t: t.time_ms)
+    best = ok[0]
     space = space or task.space()
     return Tuned(task, space.lower(best.config), dict(best.config), best.time_ms, tuple(found))
