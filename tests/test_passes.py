@@ -218,6 +218,20 @@ def test_a_one_step_edge_is_its_body_with_the_variable_a_constant():
     assert [str(s.offset) for s in (k.body[0], k.body[2])] == ["0", "9"]
 
 
+def test_one_step_edges_that_declare_the_same_memory_are_not_inlined_into_one_scope():
+    """Each step declares an accumulator: the first edge's step is inlined, the last one's stays a loop (its own
+    C scope), since C refuses a name declared twice in one scope."""
+    i = var("i", 10)
+    inp, out, acc = mem("in", "global", 8), mem("out", "global", 10), mem("acc", "private", 1)
+    read = guarded(i - 1, Const(8), load(inp, i - 1), literal(0, FLOAT))
+    body = (kir.Alloc(acc), kir.Store(acc, Const(0), read), kir.Store(out, i, load(acc, Const(0))))
+    k = passes.peel_padded_loops(kernel(kir.SeqFor(i, 10, None, body), output=out))
+    assert [type(s).__name__ for s in k.body] == ["Alloc", "Store", "Store", "SeqFor", "SeqFor"]
+    assert [(s.start, s.extent) for s in k.body[3:]] == [(1, 8), (9, 1)]
+    source, _ = passes.print_opencl(k, {"in": inp}, [], "")
+    assert source.count("float acc") == 3  # the first edge, and one in each loop's scope
+
+
 def test_a_loop_with_a_short_interior_or_with_loops_inside_is_not_peeled():
     """A 3-tap window's loop (an interior of one step) stays whole; so does a loop around it, whose padding
     version_padded_reads tests once per step instead."""

@@ -42,6 +42,19 @@ def test_sampled_configurations_compute_what_numpy_does(name):
         _close(_run(space, config, inputs, sizes), expected)
 
 
+def test_partial_sums_of_a_window_peeled_at_both_edges_build_and_compute():
+    """A depthwise window's nine taps in partial sums, read through the padding: the pixel loop is peeled at
+    both edges, and each edge's one step declares the sums; inlined into one scope, the two steps declared
+    them twice and the kernel did not build (15 of depthwise's 200 trials at 3d390ec)."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((1, 3, 6, 12)).astype(np.float32), rng.standard_normal((3, 3, 3)).astype(np.float32)
+    sizes = {"N": 1, "C": 3, "H": 6, "W": 12, "kernelHeight": 3, "kernelWidth": 3, "padSize": (1, 1, 1, 1)}
+    space = RouteSpace(liftpy.load(PROGRAMS / "depthwise.lift"), sizes)  # rows of 12: an interior to peel
+    config = {"block.window": 1, "chunk": 0, "local_memory": 0, "local_size": 0, "pad_copy": 0, "parallel": 2,
+              "partial": 9, "reorder": 1, "sequential_outer": 0, "unroll": 1, "vector": 0, "vector_outer": 0}
+    _close(_run(space, config, {"weights": w, "input": x}, sizes), reference.depthwise_nchw(x, w, (1, 1, 1, 1)))
+
+
 def _pairwise_cover(configs):
     """A few of ``configs`` in which every pair of choices that occurs together in any of them occurs
     together at least once (greedy set cover, as all-pairs testing does): a choice that breaks only beside

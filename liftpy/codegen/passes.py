@@ -58,16 +58,36 @@ def inline_single_steps(kernel: kir.Kernel) -> kir.Kernel:
     the loop was."""
 
     def go(body: tuple) -> tuple:
-        out: list = []
-        for s in body:
-            s = kir.map_bodies(s, go)
-            if isinstance(s, kir.SeqFor) and s.extent == 1:
-                out.extend(kir.substitute_body(s.body, lambda e, s=s: e.subs({s.var: arith.Const(s.start)})))
-            else:
-                out.append(s)
-        return tuple(out)
+        return _inline_steps(tuple(kir.map_bodies(s, go) for s in body))
 
     return replace(kernel, body=go(kernel.body))
+
+
+def _inline_steps(body: tuple) -> tuple:
+    """``body`` with each sequential loop of one step replaced by its steps, the variable the constant it takes,
+    where what the steps declare clashes with nothing else declared in the scope they land in: C refuses a name
+    declared twice in one scope (a depthwise convolution's pixel loop peeled at both ends declared its
+    accumulators twice, and 15 of 200 trials failed to build)."""
+    out: list = []
+    for i, s in enumerate(body):
+        if isinstance(s, kir.SeqFor) and s.extent == 1 \
+                and not _scope_declarations(s.body) & (_scope_declarations(out) | _scope_declarations(body[i + 1:])):
+            out.extend(kir.substitute_body(s.body, lambda e, s=s: e.subs({s.var: arith.Const(s.start)})))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _scope_declarations(body) -> set[str]:
+    """The names of the memories ``body`` declares in its own C scope (a block of produced values and unrolled
+    steps are printed without braces; a loop or a condition opens a scope)."""
+    names: set[str] = set()
+    for s in body:
+        if isinstance(s, kir.Alloc):
+            names.add(s.mem.name)
+        elif isinstance(s, (kir.Produce, kir.Unrolled)):
+            names |= _scope_declarations(s.body)
+    return names
 
 
 # ------------------------------------------------------------------------------------------------ memory
@@ -276,7 +296,7 @@ def peel_padded_loops(kernel: kir.Kernel) -> kir.Kernel:
         for s in body:
             s = kir.map_bodies(s, go)
             out.extend(_peeled(s) if _innermost_sequential(s) else (s,))
-        return tuple(out)
+        return _inline_steps(tuple(out))
 
     return replace(kernel, body=go(kernel.body))
 
@@ -299,10 +319,8 @@ def _peeled(loop: kir.SeqFor) -> tuple:
     if hi - lo + 1 < PEEL_MIN_INTERIOR or (lo == 0 and hi == n - 1):
         return (loop,)
     parts: list = []
-    for start, end in ((0, lo), (lo, hi + 1), (hi + 1, n)):  # [start, end)
-        if end - start == 1:  # one step: its body, the variable a constant
-            parts.extend(kir.substitute_body(loop.body, lambda e, k=start: e.subs({loop.var: arith.Const(k)})))
-        elif end > start:
+    for start, end in ((0, lo), (lo, hi + 1), (hi + 1, n)):  # [start, end); a part of one step is inlined after
+        if end > start:
             var = arith.Var(loop.var.name, Range(arith.Const(start), arith.Const(end - 1)))
             body = kir.substitute_body(loop.body, lambda e, var=var: e.subs({loop.var: var}))
             label = loop.label if start == lo else None
