@@ -347,7 +347,8 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
 
 
 def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
-    """The best correct trial among ``found`` as a :class:`Tuned`; none correct is an error naming why."""
+    """The best correct trial among ``found`` (:func:`~.db.ranked`) as a :class:`Tuned`; none correct is an error
+    naming why."""
     ok = ranked(found)
     if not ok:
         causes = sorted({t.status for t in found})
