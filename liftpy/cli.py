@@ -544,7 +544,6 @@ def cmd_export(args) -> int:
 def _export_program(args, write_program) -> int:
     from .pretty import pretty
     from .runtime import compile as compile_program
-    from .tuning.db import ranked
     from .tuning.search import best_of
 
     task = _program_task(args, "program")
@@ -562,7 +561,7 @@ def _export_program(args, write_program) -> int:
         (out / "README.txt").write_text(
             f"The best low-level program found for {task.describe()} by the automatic route\n"
             f"(liftpy tune, database {args.db}): {best.time_ms:.3f} ms of kernel events on "
-            f"{ranked(trials)[0].device}.\n"
+            f"{best.best.device}.\n"
             f"configuration: {best.config}\n"
             f"best.lift: the low-level program; the .cl files: its kernels; host.py runs them.\n")
         written += [out / "best.lift", out / "README.txt"]

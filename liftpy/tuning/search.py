@@ -316,6 +316,11 @@ class Tuned:
     time_ms: float
     trials: tuple[Trial, ...]
 
+    @property
+    def best(self) -> Trial:
+        """The trial the best configuration was measured by (its memory, its kernels' times, its cause)."""
+        return next(t for t in self.trials if t.status == "ok" and config_key(t.config) == config_key(self.config))
+
     def compile(self, device=None):
         """The best program compiled for ``device`` (an Executable: ``.run(inputs)``, ``.prepare(constants)``)."""
         from .. import compile as compile_program
