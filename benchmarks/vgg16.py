@@ -242,6 +242,7 @@ def main():
         lines.append(f"{'total':9} {method:>9} {'':6} {'':{pw}} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
                      f"{'':8} {'':6} {'':9}" + "".join(f" {totals[method, m]:{len(m) + 4}.2f} "
                                                        f"{totals[method, m] / call:6.2f}" for m in baselines))
+    lines += paired_ratios(calls, [name for name, *_ in layers], ours)
     lines += [
         "",
         "method: route = the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route; pipelines =",
@@ -258,6 +259,26 @@ def main():
         f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
     ]
     publish(lines, args.out)
+
+
+def paired_ratios(calls: dict[tuple[str, str], list[float]], names: list[str], ours: list[str]) -> list[str]:
+    """The route's time over the pipelines', round by round: the two are measured back to back in each round,
+    so each round's ratio compares them in one state of the machine. On the Zen 4 machine the speed of a
+    kernel of a millisecond switched between two levels about 2x apart for tens to hundreds of milliseconds at a
+    time (VGG-16 layer 0's route kernel, 400 calls in a row: 1.79 ms for 110 calls, then 0.90), which moves each
+    method's median over rounds by more than the two differ; the median of the paired ratios is steadier."""
+    if not {"route", "pipelines"} <= set(ours):
+        return []
+    lines = ["", "route / pipelines, paired by round: the median of the rounds' ratios (rounds the route was faster,",
+             "the smallest and largest ratio)", f"{'layer':9} {'call':>30} {'kernels':>30}"]
+    for name in names:
+        cells = []
+        for kind in ("call", "kernels"):
+            ratios = [r / p for r, p in zip(calls[name, f"route {kind}"], calls[name, f"pipelines {kind}"])]
+            faster = sum(r < 1 for r in ratios)
+            cells.append(f"{statistics.median(ratios):6.3f} ({faster}/{len(ratios)}, {min(ratios):.3f}-{max(ratios):.3f})")
+        lines.append(f"{name:9} {cells[0]:>30} {cells[1]:>30}")
+    return lines
 
 
 class _Route:
