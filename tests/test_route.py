@@ -245,19 +245,20 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
 def test_the_starting_points_measure_each_kind_of_vectors_once():
     """A search starts from the default -- for a program that pads, the outer level's vectors relaid (the
     inner level's would test the padding in every lane), the padding copied -- then each kind of vectors with
-    its block grown to fill the registers (here as large as the levels allow already), the inner level's
-    vectors, the outer level's gathered, and relaid reading through the padding view, the inner ones with the
-    padding copied rotated (the image's own order: where the inner level has vectors), and the default with
-    the window walked channel first; then each of these with every level parallel and its window walked the
-    other way: valid, distinct configurations the route makes and numpy agrees with."""
+    its block grown to fill the registers (here as large as the levels allow already; the relaid vectors also
+    reading the padding from a rotated copy), the inner level's vectors, the outer level's gathered, and relaid
+    reading through the padding view, the inner ones with the padding copied rotated (the image's own order:
+    where the inner level has vectors), and the default with the window walked channel first; then each of
+    these with every level parallel and its window walked the other way: valid, distinct configurations the
+    route makes and numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     every = space.starting_points()
     starts, spread = _spread_apart(every)
     assert starts[0] == space.default() and starts[-1] == {**space.default(), "reorder": 1}
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
-        [(2, 1, 0), (1, 0, 0), (2, 0, 0), (0, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors here
+        [(2, 1, 0), (2, 2, 0), (1, 0, 0), (2, 0, 0), (0, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors
     assert all(c["vector"] for c in starts if c["vector_outer"])
-    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every) == 10
+    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every) == 12
     for config in every:
         _close(_run(space, config, inputs, sizes), expected)
     grouped, inputs, sizes, expected = _space("grouped_conv")  # no 2D block of outer vectors; inner ones
@@ -284,8 +285,10 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
     """On a CPU with 16-lane vectors (the PoCL profile), a 3x3 layer of 64 kernels on 16x16 images starts from
     blocks whose vector accumulators come closest to 28 without passing it (16 here: 32 would spill), then read the
     fewest values per step: 64 kernels (4 vectors) x 4 pixels where the kernels are vectorised (8 values read,
-    against 10 for 32 x 8 and 17 for 16 x 16), 16 kernels x 16 pixels (one vector) where the pixels are. A local
-    search reaches the other shapes of such a block by moving a prime factor from one block size to the other."""
+    against 10 for 32 x 8 and 17 for 16 x 16), 16 kernels x 16 pixels (one vector) where the pixels are; the
+    kernels' vectors reading a rotated copy of the padding start from that block and from the narrow one too,
+    one vector of 16 kernels x 16 pixels. A local search reaches the other shapes of such a block by moving a
+    prime factor from one block size to the other."""
     from liftpy.params import target_profiles
 
     sizes = {"N": 1, "C": 8, "H": 16, "W": 16, "K": 64, "kernelHeight": 3, "kernelWidth": 3,
@@ -296,6 +299,8 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
         blocks.setdefault((c["vector_outer"], c["pad_copy"]), (c["block.kernelWeights"], c["block.window"], c["vector"]))
     assert blocks[2, 1] == blocks[1, 0] == blocks[2, 0] == (64, 4, 16)
     assert blocks[0, 2] == blocks[0, 0] == (16, 16, 16)
+    assert {(c["block.kernelWeights"], c["block.window"]) for c in space.starting_points()
+            if (c["vector_outer"], c["pad_copy"]) == (2, 2)} >= {(64, 4), (16, 16)}
     filled = next(c for c in space.starting_points() if c["block.kernelWeights"] == 64)
     moved = {**filled, "block.kernelWeights": 32, "block.window": 8}
     assert moved in space.neighbours(filled)

@@ -836,13 +836,15 @@ class RouteSpace:
         preferred width (at least 4: a GPU's preferred 1 says nothing of the registers' width)."""
         return tuple(w for w in (4, 8, 16) if w <= max(4, self.device.preferred_vector_width_float))
 
-    def _filled(self, base: Mapping[str, int], target: int) -> dict[str, int] | None:
+    def _filled(self, base: Mapping[str, int], target: int, narrow: bool = False) -> dict[str, int] | None:
         """``base``'s 2D block grown to fill the vector registers: vectors along the level ``base`` vectorises,
         of the widest width up to the device's preferred one (4 to 16 lanes) that a block of that level can
         hold; block sizes (divisors of their levels, the vectorised one a multiple of the width) whose vector
         accumulators come closest to ``target`` (:func:`accumulator_targets`) without passing it (more than the
         registers hold would spill), then read the fewest values per step (vector loads of the vectorised
-        level, broadcasts of the other). None where ``base`` has no
+        level, broadcasts of the other) -- or, ``narrow``, the vectorised level one vector wide and the other as
+        long as the target allows: fewer vectors to stream per step (a convolution's weights), more broadcasts
+        of values side by side (pixels of a row in a rotated copy). None where ``base`` has no
         vectorised 2D block or no such block is valid. The defaults' small blocks leave most registers unused
         (on VGG-16's layer 0 and AVX-512, 8 accumulators took 0.99 ms where the hand-written rows pipeline's 28
         took 0.96)."""
@@ -856,8 +858,8 @@ class RouteSpace:
             def accumulators(c):
                 return c[vectorised.key] // width * c[other.key]
 
-            blocks.sort(key=lambda c: (accumulators(c) > target, abs(accumulators(c) - target),
-                                       c[vectorised.key] // width + c[other.key]))
+            blocks.sort(key=lambda c: (accumulators(c) > target, narrow and c[vectorised.key] != width,
+                                       abs(accumulators(c) - target), c[vectorised.key] // width + c[other.key]))
             for sizes in blocks:
                 config = {**base, **sizes, "vector": width}
                 if self.valid(config):
@@ -879,16 +881,26 @@ class RouteSpace:
         ran the hand-written pipelines' block (16 kernels x 7 pixels, the weights relaid) at their speed only
         with its window-blocks parallel too and the window walked channel first (21.6 ms against the pipeline's
         21.8, interleaved; 26.9 with two parallel levels), two choices away from every starting point, and its
-        200 trials never reached it."""
+        200 trials never reached it. The relaid vectors also read the padding from a rotated copy (the block's
+        pixels of a row side by side), their blocks grown both ways (:meth:`_filled`, ``narrow``): on VGG-16's
+        layer 19 a block of 16 kernels (one vector) x 28 pixels so read ran 16.5 ms where the 200 trials' best
+        (16 x 7, copied as read) ran 17.1 and the hand-written pipelines' best 17.0 (interleaved whole calls,
+        Zen 4); with the copy as read the same block ran 13.4 ms against 8.4 on layer 17 (28 pixels read
+        256 floats apart)."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
-        copied = [{**c, "pad_copy": 1} for c in outer if c["vector_outer"] == 2] \
-            + ([{**inner, "pad_copy": 2}] if inner["vector"] else [])
+        relaid = [c for c in outer if c["vector_outer"] == 2]
+        rotated = [{**c, "pad_copy": 2} for c in relaid] if self.rotates else []
+        copied = [{**c, "pad_copy": 1} for c in relaid] + rotated \
+            + ([{**inner, "pad_copy": 2}] if inner["vector"] and self.rotates else [])
         default = self.default()
-        filled = [f for target in accumulator_targets(self.device)
+        targets = accumulator_targets(self.device)
+        filled = [f for target in targets
                   for f in (self._filled(base, target) for base in [default, *copied, inner, *outer]) if f is not None]
+        narrow = [f for target in targets for f in (self._filled(base, target, narrow=True) for base in rotated)
+                  if f is not None]
         out: list[dict[str, int]] = []
-        for config in [default, *filled, inner, *outer, *copied, {**default, "reorder": 1}]:
+        for config in [default, *filled, inner, *outer, *copied, {**default, "reorder": 1}, *narrow]:
             if config not in out and self.valid(config):
                 out.append(config)
         for config in list(out):  # then each spread over every level it has, its sum's loops in the other order
