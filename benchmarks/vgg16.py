@@ -5,7 +5,8 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
 
 1. Tuning: each layer is tuned by each of liftpy's methods (``--methods``), ``--trials`` trials each (resuming
    what the database holds): ``route``, the layer's high-level program (``liftpy/nn/conv2d.lift``) through the
-   automatic route; ``pipelines``, the hand-written pipelines (``liftpy.tune``, ``--algorithm``).
+   automatic route; ``pipelines``, the hand-written pipelines (``liftpy.tune``, ``--algorithm``);
+   ``pipelines-by-time``, the same trials' fastest by time alone (where data movement changed their best).
 2. Each method's best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first
    call is checked against the float64 reference.
 3. Rounds: layer by layer, each method rests 0.3 s (``quiesce``), is called for 50 ms (``warm_up``), then its
@@ -41,6 +42,7 @@ from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
+from liftpy.tuning.db import ranked_by_time  # noqa: E402
 from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
 
@@ -128,8 +130,8 @@ def main():
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--methods", default="route,pipelines",
-                        help="liftpy's methods, comma-separated: route (the automatic route) and pipelines (the "
-                             "hand-written ones)")
+                        help="liftpy's methods, comma-separated: route (the automatic route), pipelines (the "
+                             "hand-written ones) and pipelines-by-time (their fastest trial by time alone)")
     parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements (medians over rounds)")
@@ -207,7 +209,8 @@ def main():
                  if any((name, m) in median for name, *_ in layers)]
     lines = []
     pw = max(8, *(len(best.algorithm) for _, _, prepared, *_ in layers for _, best, _, _ in prepared))
-    header = (f"{'layer':9} {'method':>9} {'trials':>6} {'pipeline':>{pw}} {'call ms':>8} {'kernels ms':>10} "
+    mw = max(9, *(len(method) for method in ours))
+    header = (f"{'layer':9} {'method':>{mw}} {'trials':>6} {'pipeline':>{pw}} {'call ms':>8} {'kernels ms':>10} "
               f"{'call/kern':>9} {'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9}"
               + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines))
     lines.append(header)
@@ -221,7 +224,7 @@ def main():
             memory = layer.plans[0].memory_bytes
             im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                                   spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
-            line = (f"{name:9} {method:>9} {tried:6} {best.algorithm:>{pw}} {call_ms:8.2f} {kernel_ms:10.2f} "
+            line = (f"{name:9} {method:>{mw}} {tried:6} {best.algorithm:>{pw}} {call_ms:8.2f} {kernel_ms:10.2f} "
                     f"{call_ms / kernel_ms:9.3f} {spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} "
                     f"{im2col / memory:9.2f}")
             for m in baselines:
@@ -239,14 +242,15 @@ def main():
     database.close()
     for method in ours:
         call, kernels = totals[method, "call"], totals[method, "kernels"]
-        lines.append(f"{'total':9} {method:>9} {'':6} {'':{pw}} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
+        lines.append(f"{'total':9} {method:>{mw}} {'':6} {'':{pw}} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
                      f"{'':8} {'':6} {'':9}" + "".join(f" {totals[method, m]:{len(m) + 4}.2f} "
                                                        f"{totals[method, m] / call:6.2f}" for m in baselines))
     lines += paired_ratios(calls, [name for name, *_ in layers], ours)
     lines += [
         "",
         "method: route = the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route; pipelines =",
-        "the hand-written low-level pipelines (liftpy/nn/*.lift; pipeline: the one chosen). trials: in the database.",
+        "the hand-written low-level pipelines (liftpy/nn/*.lift; pipeline: the one chosen; pipelines-by-time: their",
+        "fastest trial by time alone, before data movement counted in the ranking). trials: in the database.",
         "call ms: liftpy's whole call, layer(x) on a prepared nn.Conv2d, numpy in and numpy out; kernels ms: the sum of",
         "its kernels' profiling events in the same calls; call/kern: their ratio; GFLOP/s from the whole call;",
         "ratio = baseline's time / liftpy's whole call (higher: liftpy faster). PyTorch and numpy are whole calls",
@@ -267,17 +271,18 @@ def paired_ratios(calls: dict[tuple[str, str], list[float]], names: list[str], o
     kernel of a millisecond switched between two levels about 2x apart for tens to hundreds of milliseconds at a
     time (VGG-16 layer 0's route kernel, 400 calls in a row: 1.79 ms for 110 calls, then 0.90), which moves each
     method's median over rounds by more than the two differ; the median of the paired ratios is steadier."""
-    if not {"route", "pipelines"} <= set(ours):
-        return []
-    lines = ["", "route / pipelines, paired by round: the median of the rounds' ratios (rounds the route was faster,",
-             "the smallest and largest ratio)", f"{'layer':9} {'call':>30} {'kernels':>30}"]
-    for name in names:
-        cells = []
-        for kind in ("call", "kernels"):
-            ratios = [r / p for r, p in zip(calls[name, f"route {kind}"], calls[name, f"pipelines {kind}"])]
-            faster = sum(r < 1 for r in ratios)
-            cells.append(f"{statistics.median(ratios):6.3f} ({faster}/{len(ratios)}, {min(ratios):.3f}-{max(ratios):.3f})")
-        lines.append(f"{name:9} {cells[0]:>30} {cells[1]:>30}")
+    lines = []
+    for other in (m for m in ours if m != "route" and "route" in ours):
+        lines += ["", f"route / {other}, paired by round: the median of the rounds' ratios (rounds the route was "
+                  "faster,", "the smallest and largest ratio)", f"{'layer':9} {'call':>30} {'kernels':>30}"]
+        for name in names:
+            cells = []
+            for kind in ("call", "kernels"):
+                ratios = [r / p for r, p in zip(calls[name, f"route {kind}"], calls[name, f"{other} {kind}"])]
+                faster = sum(r < 1 for r in ratios)
+                cells.append(f"{statistics.median(ratios):6.3f} ({faster}/{len(ratios)}, "
+                             f"{min(ratios):.3f}-{max(ratios):.3f})")
+            lines.append(f"{name:9} {cells[0]:>30} {cells[1]:>30}")
     return lines
 
 
@@ -316,7 +321,20 @@ class _Pipelines:
             database.close()
 
 
-LIFTPY_METHODS = {"route": _Route, "pipelines": _Pipelines}
+class _PipelinesByTime(_Pipelines):
+    """The hand-written pipelines' trial fastest by time alone (tuning.db.ranked_by_time): their best before
+    the ranking counted data movement, measured beside it where the two may differ."""
+
+    @staticmethod
+    def best(spec, db, device):
+        database = TuningDB(db)
+        try:
+            return ranked_by_time(database.trials(spec, device))[0], len(database.trials(spec, device))
+        finally:
+            database.close()
+
+
+LIFTPY_METHODS = {"route": _Route, "pipelines": _Pipelines, "pipelines-by-time": _PipelinesByTime}
 
 
 def publish(lines: list[str], out: str | None) -> None:

@@ -20,6 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from .codegen.program import GeneratedProgram
+from .codegen.traffic import NO_TRAFFIC, kernel_traffic
 from .device import PRIVATE_BUDGET, Device
 from .errors import ConstraintError, DeviceError, InputError
 
@@ -325,6 +326,15 @@ class PreparedProgram:
                     mine.append((position, name))
             varying.append(tuple(mine))
         return varying
+
+    @property
+    def moved_bytes(self) -> int | None:
+        """The global bytes a call's kernels ask for (:mod:`liftpy.codegen.traffic`; the hoisted ones left out),
+        or None when a kernel came without its kernel IR."""
+
+        if any(plan.ir is None for plan, _ in self.kernels):
+            return None
+        return sum((kernel_traffic(plan.ir) for plan, _ in self.kernels), NO_TRAFFIC).total
 
     #: outputs kept for reuse: two serve ``y = run(x)`` in a loop (the previous output is still held during a call)
     REUSED_OUTPUTS = 2

@@ -245,6 +245,51 @@ def test_a_trial_measured_again_outranks_a_faster_one_timed_once(tmp_path, capsy
     assert [row[1:3] for row in table] == [["9.300", "again"], ["8.000", "once"]]
 
 
+def test_of_trials_the_machine_cannot_tell_apart_the_one_moving_less_data_ranks_first(tmp_path):
+    """Measured again within TIED of the fastest, a trial whose kernels move fewer global bytes by more than TIED
+    ranks first; one moving about as much, or further off in time, stays behind the fastest; and a tie where a
+    trial lacks the figure goes by time."""
+    from liftpy.tuning.db import TIED, config_key, ranked
+
+    layer = nn.make_layer(**SMALL)
+    db = TuningDB(tmp_path / "t.sqlite")
+    device = {"name": "test device", "driver": "1", "platform": "test"}
+    fast, close, far = {"σ": 4, "κ": 8, "v": 8}, {"σ": 2, "κ": 8, "v": 8}, {"σ": 1, "κ": 8, "v": 8}
+    alike = {"σ": 8, "κ": 8, "v": 8}  # as fast as `close`, moving about as much as the fastest
+    for config, time_ms, moved in ((fast, 10.0, 3000), (close, 10.0 * (1 + TIED / 2), 1000),
+                                   (alike, 10.0 * (1 + TIED / 2), 3000 * (1 - TIED / 2)),
+                                   (far, 10.0 * (1 + 2 * TIED), 500)):
+        db.record(layer, "direct", config, device, {"status": "ok", "time_ms": time_ms, "max_error": 0.1,
+                                                    "moved_bytes": moved})
+        db.remeasured(layer, "direct", config, "test device", [{"status": "ok", "time_ms": time_ms}] * 3)
+    assert [t.config for t in ranked(db.trials(layer))] == [close, fast, alike, far]
+    assert db.best(layer).config == close and db.best(layer).moved_bytes == 1000
+    db.conn.execute("UPDATE trials SET moved_bytes = NULL WHERE config = ?", (config_key(close),))
+    assert [t.config for t in ranked(db.trials(layer))] == [fast, close, alike, far]
+    db.close()
+
+
+def test_a_database_of_schema_2_opens_with_its_trials_and_gains_the_data_movement_column(tmp_path):
+    from liftpy.tuning.db import SCHEMA_VERSION, _SCHEMA
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(_SCHEMA.replace("    moved_bytes INTEGER,            -- global bytes a call's kernels ask "
+                                       "for (codegen.traffic; not in schema 2)\n", ""))
+    assert "moved_bytes" not in {r[1] for r in conn.execute("PRAGMA table_info(trials)")}
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    conn.execute("INSERT INTO trials (layer, layer_name, algorithm, config, device, driver, platform, liftpy_version, "
+                 "status, cause, time_ms, created) VALUES ('k', '', 'direct', '{}', 'd', '1', 'p', '0', 'ok', '', "
+                 "2.5, 'now')")
+    conn.commit()
+    conn.close()
+    db = TuningDB(path)
+    (trial,) = db.trials()
+    assert trial.time_ms == 2.5 and trial.moved_bytes is None
+    assert db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    db.close()
+
+
 def test_pareto_front():
     points = [(1.0, 5.0), (2.0, 3.0), (3.0, 4.0), (4.0, 1.0), (1.5, 5.0)]
     assert pareto_front(points) == [0, 1, 3]

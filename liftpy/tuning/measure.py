@@ -77,7 +77,7 @@ def planted(job: Job, executable):
 
 
 def trial_result(job: Job, start: float, error: float, timed_once: bool, result, stage_ms: dict, reference: str,
-                 tolerance: str, memory_bytes: int, hashes: dict) -> dict:
+                 tolerance: str, memory_bytes: int, hashes: dict, moved_bytes: int | None) -> dict:
     """A measured trial as the database records it: ok or wrong by ``error`` (the largest difference from
     ``reference``, in units of ``tolerance``), its times (``result``: the timed runs, or the checked run alone
     when the trial was ``timed_once``)."""
@@ -91,6 +91,7 @@ def trial_result(job: Job, start: float, error: float, timed_once: bool, result,
         "times_ms": [float(t) for t in result.runs_ms],
         "stage_ms": stage_ms,
         "memory_bytes": memory_bytes,
+        "moved_bytes": moved_bytes,
         "max_error": error,
         "source_hashes": hashes,
         "check_seed": job.seed,
@@ -146,7 +147,7 @@ def run_job(job: Job, device) -> dict:
     except cl.Error as e:  # the device refused a buffer or a command (out of resources, say)
         return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
     return trial_result(job, start, error, timed_once, result, result.stage_ms, "the reference",
-                        "the float32 tolerance", plan.memory_bytes, hashes)
+                        "the float32 tolerance", plan.memory_bytes, hashes, bound.program.moved_bytes)
 
 
 def _worker(conn, device_spec):

@@ -242,7 +242,7 @@ def run_program_job(job, device) -> dict:
         return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
     memory = sum(b.bytes for b in executable.generated.buffers if b.role != "input")
     return trial_result(job, start, error, timed_once, result, result.per_kernel_ms, "the naive route's",
-                        "the tolerance", memory, hashes)
+                        "the tolerance", memory, hashes, prepared.moved_bytes)
 
 
 __all__ = ["ROUTE", "ProgramTask", "check_reference", "naive_program", "reduced_sizes", "run_program_job"]
