@@ -45,8 +45,8 @@ def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: in
             lines.append(f"{rank:4} {t.time_ms:9.3f} {timed:>5} {rate} "
                          f"{(t.memory_bytes or 0) / 2**20:7.1f} {moved} {t.algorithm:>9}  {config}")
         lines.append("timed: again = measured again in turns with its rivals at the search's end (ranked first; "
-                     f"of those within {TIED:.0%} of the fastest, one moving {TIED:.0%} fewer bytes goes before it), once = its "
-                     "first median only")
+                     f"of those within {TIED:.0%} of the fastest, one moving {TIED:.0%} fewer bytes goes before it), "
+                     "once = its first median only")
         lines.append("MiB: global memory allocated; moved: MiB a call's kernels ask of global memory "
                      "(liftpy.codegen.traffic)")
     failures = Counter(t.status for t in trials if t.status != "ok")
