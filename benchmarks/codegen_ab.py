@@ -1,14 +1,14 @@
 """The code generator against an older commit's: the same configurations, kernels of both, timed interleaved.
 
     git worktree add /tmp/old <commit>
-    python benchmarks/codegen_ab.py --old /tmp/old [--db benchmarks/results/vgg16-pocl.sqlite] [--out FILE]
+    python benchmarks/codegen_ab.py --old /tmp/old --db tuning.sqlite [--out FILE]
 
-For each of the nine VGG-16 layers, the best configuration the tuning database holds is compiled twice: by
-this checkout and, in a subprocess, by the checkout at ``--old``. Both pipelines run in this process on the
-same device buffers' worth of data (the older kernels take the place of the new ones in the same plan), each
-checked once against the float64 reference, and their outputs compared with each other. Then rounds: per
-layer, the older and the newer pipeline are called ``--repeat`` times each, in alternating order; the whole
-call and the kernel-event sum are recorded. Medians of the rounds' medians.
+For each of the nine VGG-16 layers, the best configuration of the automatic route the tuning database holds
+is compiled twice: by this checkout and, in a subprocess, by the checkout at ``--old``. Both programs run in
+this process on the same device buffers' worth of data (the older kernels take the place of the new ones in
+the same plan), each checked once against the float64 reference, and their outputs compared with each other.
+Then rounds: per layer, the older and the newer program are called ``--repeat`` times each, in alternating
+order; the whole call and the kernel-event sum are recorded. Medians of the rounds' medians.
 """
 
 import argparse
@@ -32,9 +32,8 @@ from liftpy.codegen.program import KernelPlan  # noqa: E402
 from liftpy.nn import conv  # noqa: E402
 from liftpy.runtime import Executable, device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
-from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
-# Run in the older checkout: its code generator's kernels for each (layer, algorithm, config), as JSON.
+# Run in the older checkout: its code generator's kernels for each (layer, configuration), as JSON.
 EMIT = """
 import importlib.util, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -46,12 +45,9 @@ sys.modules["liftpy.rewrites"] = module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 assert liftpy.__file__.startswith(sys.argv[1]), liftpy.__file__
 import liftpy.nn as nn
-from liftpy.nn import conv
-from liftpy.runtime import compile, get_device
 out = []
-for name, algorithm, config in json.loads(sys.stdin.read()):
-    layer = nn.VGG16[name]
-    g = compile(conv.algorithm_program(algorithm), {**conv._sizes(layer, algorithm), **config}, get_device()).generated
+for name, config in json.loads(sys.stdin.read()):
+    g = nn.plan(nn.VGG16[name], config).executable.generated
     out.append([[k.name, k.source, list(k.launch.global_size), k.launch.local_size and list(k.launch.local_size),
                  list(k.args), k.produces] for k in g.kernels])
 print(json.dumps(out))
@@ -77,7 +73,7 @@ def timed(bound, x, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", required=True, help="a checkout (worktree) of the older commit")
-    parser.add_argument("--db", default=str(ROOT / "benchmarks" / "results" / "vgg16-pocl.sqlite"))
+    parser.add_argument("--db", required=True, help="a tuning database holding the layers' route trials")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
@@ -93,23 +89,22 @@ def main():
     names = args.layers.split(",")
     best = {}
     for name in names:
-        found = database.best(nn.VGG16[name], device) or database.best(nn.VGG16[name], None)
+        found = conv.best_trial(database, nn.VGG16[name], device) or conv.best_trial(database, nn.VGG16[name], None)
         if found is None:
             raise SystemExit(f"{args.db} has no tuned configuration of {name}")
         best[name] = found
     database.close()
-    olds = older_kernels(Path(args.old), [[n, best[n].algorithm, best[n].config] for n in names])
+    olds = older_kernels(Path(args.old), [[n, best[n].config] for n in names])
 
     layers = []
     for index, name in enumerate(names):
         spec, found = nn.VGG16[name], best[name]
-        new_plan = conv.plan(spec, found.config, algorithm=found.algorithm)
+        new_plan = conv.plan(spec, found.config)
         generated = new_plan.executable.generated
         kernels = tuple(KernelPlan(k[0], k[1], Launch(tuple(k[2]), k[3] and tuple(k[3])), tuple(k[4]), k[5])
                         for k in olds[index])
-        old_plan = conv.ConvPlan(spec, found.algorithm, found.config,
-                                 Executable(dataclasses.replace(generated, kernels=kernels), dev))
-        x, w, b = trial_inputs(spec, seed=index)
+        old_plan = conv.ConvPlan(spec, found.config, Executable(dataclasses.replace(generated, kernels=kernels), dev))
+        x, w, b = spec.random_inputs(seed=index)
         bound = {}
         outputs = {}
         for which, plan in (("old", old_plan), ("new", new_plan)):
@@ -118,7 +113,7 @@ def main():
             outputs[which] = result.output
         same = np.array_equal(outputs["old"], outputs["new"])
         layers.append((name, found, bound, x, same))
-        print(f"{name} {found.algorithm} {found.config}: both checked; outputs bitwise equal: {same}", file=sys.stderr)
+        print(f"{name} {found.config}: both checked; outputs bitwise equal: {same}", file=sys.stderr)
 
     samples: dict[tuple, list] = {}
     for round_ in range(args.rounds):
@@ -132,16 +127,16 @@ def main():
     def med(name, which, k):
         return statistics.median(s[k] for s in samples[name, which])
 
-    lines = [f"{'layer':9} {'pipeline':>18} {'old kernels':>11} {'new kernels':>11} {'new/old':>7} "
+    lines = [f"{'layer':9} {'old kernels':>11} {'new kernels':>11} {'new/old':>7} "
              f"{'old call':>8} {'new call':>8} {'new/old':>7}  bitwise equal"]
     totals = [0.0, 0.0, 0.0, 0.0]
     for name, found, _, _, same in layers:
         ok, nk, oc, nc = med(name, "old", 1), med(name, "new", 1), med(name, "old", 0), med(name, "new", 0)
         totals = [t + v for t, v in zip(totals, (ok, nk, oc, nc))]
-        lines.append(f"{name:9} {found.algorithm:>18} {ok:11.2f} {nk:11.2f} {nk / ok:7.3f} {oc:8.2f} {nc:8.2f} "
+        lines.append(f"{name:9} {ok:11.2f} {nk:11.2f} {nk / ok:7.3f} {oc:8.2f} {nc:8.2f} "
                      f"{nc / oc:7.3f}  {same}")
     ok, nk, oc, nc = totals
-    lines.append(f"{'total':9} {'':>18} {ok:11.2f} {nk:11.2f} {nk / ok:7.3f} {oc:8.2f} {nc:8.2f} {nc / oc:7.3f}")
+    lines.append(f"{'total':9} {ok:11.2f} {nk:11.2f} {nk / ok:7.3f} {oc:8.2f} {nc:8.2f} {nc / oc:7.3f}")
     lines += ["", f"ms; medians over {args.rounds} rounds (alternating order) of medians of {args.repeat} calls; "
               "kernels: sum of kernel events; call: the whole run, numpy in and out.", "", *record,
               f"command: python benchmarks/codegen_ab.py {' '.join(sys.argv[1:])}"]

@@ -3,17 +3,17 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
 
     python benchmarks/vgg16.py [--trials 40] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7] [--out FILE]
 
-1. Tuning: each layer is tuned by each of liftpy's methods (``--methods``), ``--trials`` trials each (resuming
-   what the database holds): ``route``, the layer's high-level program (``liftpy/nn/conv2d.lift``) through the
-   automatic route; ``pipelines``, the hand-written pipelines (``liftpy.tune``, ``--algorithm``);
-   ``pipelines-by-time``, the same trials' fastest by time alone (where data movement changed their best).
-2. Each method's best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first
-   call is checked against the float64 reference.
-3. Rounds: layer by layer, each method rests 0.3 s (``quiesce``), is called for 50 ms (``warm_up``), then its
-   ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events summed beside
-   (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way; liftpy's methods take
-   turns at going first. Each keeps the median of its rounds' medians (the machine's speed drifts;
-   interleaving spreads it).
+1. Tuning: each layer's high-level program (``liftpy/nn/conv2d.lift`` at its sizes) through the automatic
+   route, ``--trials`` trials (resuming what the database holds; ``liftpy.tune``).
+2. Its best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first call is
+   checked against the float64 reference.
+3. Rounds: layer by layer, each method rests 0.3 s (``quiesce``), is called for 50 ms (``warm_up``), then
+   liftpy's ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events summed beside
+   (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way. Each keeps the median
+   of its rounds' medians (the machine's speed drifts; interleaving spreads it).
+
+The hand-written low-level pipelines this table compared the route with were retired after
+``benchmarks/results/vgg16-route-vs-pipelines-c7939f9-zen4.txt`` (the last run with them).
 
 PyTorch runs with as many threads as the machine has cores (printed), on the CPU unless ``--torch-device cuda``
 (the images copied in and the output back in each call). The naive OpenCL kernel (``--naive``)
@@ -42,8 +42,6 @@ from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
-from liftpy.tuning.db import ranked_by_time  # noqa: E402
-from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
 
 def quiesce(seconds: float = 0.3):
@@ -129,10 +127,6 @@ def main():
     parser.add_argument("--trials", type=int, default=40, help="trials per layer (already measured ones count)")
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
-    parser.add_argument("--methods", default="route,pipelines",
-                        help="liftpy's methods, comma-separated: route (the automatic route), pipelines (the "
-                             "hand-written ones) and pipelines-by-time (their fastest trial by time alone)")
-    parser.add_argument("--algorithm", default=None, help="pipelines to tune, comma-separated (default: the tuner's)")
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of measurements (medians over rounds)")
     parser.add_argument("--naive", action="store_true", help="also time the naive OpenCL kernel (seconds per layer)")
@@ -141,9 +135,6 @@ def main():
                              "through OpenCL (numpy in and out either way)")
     parser.add_argument("--out", help="write the table and the machine record to this file")
     args = parser.parse_args()
-    ours = [m for m in args.methods.split(",") if m]
-    if not ours or set(ours) - set(LIFTPY_METHODS):
-        parser.error(f"--methods: a comma-separated choice of {', '.join(LIFTPY_METHODS)}")
     try:
         import torch
 
@@ -156,38 +147,34 @@ def main():
     device = device_info(get_device()).name
     names = args.layers.split(",")
     for name in names:
-        for method in ours:
-            print(f"{name}: tuning, {method} ({args.trials} trials)...", file=sys.stderr)
-            LIFTPY_METHODS[method].tune(nn.VGG16[name], args)
+        print(f"{name}: tuning through the automatic route ({args.trials} trials)...", file=sys.stderr)
+        liftpy.tune(name, trials=args.trials, db=args.db)
 
     layers = []
+    database = TuningDB(args.db)
     for index, name in enumerate(names):
         spec = nn.VGG16[name]
-        x, w, b = trial_inputs(spec, seed=index)
-        prepared = []
-        for method in ours:
-            best, tried = LIFTPY_METHODS[method].best(spec, args.db, device)
-            layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, algorithm=best.algorithm,
-                              input_shape=x.shape)
-            layer(x)  # the first call is checked against the float64 reference
-            assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
-            prepared.append((method, best, tried, layer))
+        x, w, b = spec.random_inputs(seed=index)
+        best = nn.conv.best_trial(database, spec, device)
+        tried = len(database.trials(nn.route_task(spec), device))
+        layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, input_shape=x.shape)
+        layer(x)  # the first call is checked against the float64 reference
+        assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
         methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding, args.torch_device),
                    "numpy im2col": im2col_layer(w, b, spec.stride, spec.padding)}
         methods = {k: v for k, v in methods.items() if v is not None}
         for call in methods.values():
             call(x)  # warm-up (PyTorch picks its algorithm, numpy touches its buffers)
-        layers.append((name, spec, prepared, methods, (x, w, b)))
+        layers.append((name, spec, tried, layer, methods, (x, w, b)))
+    database.close()
 
     calls: dict[tuple[str, str], list[float]] = {}
     for round_ in range(args.rounds):
-        for name, spec, prepared, methods, (x, w, b) in layers:
+        for name, spec, tried, layer, methods, (x, w, b) in layers:
             measured = {}
-            # liftpy's methods take turns at going first: an odd round reverses their order
-            for method, best, tried, layer in (prepared[::-1] if round_ % 2 else prepared):
-                quiesce()
-                warm_up(lambda: layer(x))
-                measured[f"{method} call"], measured[f"{method} kernels"] = time_liftpy(layer, x, args.repeat)
+            quiesce()
+            warm_up(lambda: layer(x))
+            measured["liftpy call"], measured["liftpy kernels"] = time_liftpy(layer, x, args.repeat)
             for method, call in methods.items():
                 quiesce()
                 warm_up(lambda: call(x))
@@ -207,134 +194,50 @@ def main():
     median = {key: statistics.median(values) for key, values in calls.items()}
     baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
                  if any((name, m) in median for name, *_ in layers)]
-    lines = []
-    pw = max(8, *(len(best.algorithm) for _, _, prepared, *_ in layers for _, best, _, _ in prepared))
-    mw = max(9, *(len(method) for method in ours))
-    header = (f"{'layer':9} {'method':>{mw}} {'trials':>6} {'pipeline':>{pw}} {'call ms':>8} {'kernels ms':>10} "
-              f"{'call/kern':>9} {'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9}"
-              + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines))
-    lines.append(header)
-    totals = {(method, kind): 0.0 for method in ours for kind in ("call", "kernels", *baselines)}
+    lines = [f"{'layer':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} {'GFLOP/s':>8} {'MiB':>6} "
+             f"{'mem ratio':>9}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
+    totals = {kind: 0.0 for kind in ("call", "kernels", *baselines)}
     database = TuningDB(args.db)
-    for name, spec, prepared, methods, _ in layers:
-        for method, best, tried, layer in prepared:
-            call_ms, kernel_ms = median[name, f"{method} call"], median[name, f"{method} kernels"]
-            totals[method, "call"] += call_ms
-            totals[method, "kernels"] += kernel_ms
-            memory = layer.plans[0].memory_bytes
-            im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
-                                  spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
-            line = (f"{name:9} {method:>{mw}} {tried:6} {best.algorithm:>{pw}} {call_ms:8.2f} {kernel_ms:10.2f} "
-                    f"{call_ms / kernel_ms:9.3f} {spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} "
-                    f"{im2col / memory:9.2f}")
-            for m in baselines:
-                ms = median.get((name, m))
-                if ms is None:
-                    line += f" {'-':>{len(m) + 4}} {'-':>6}"
-                    continue
-                totals[method, m] += ms
-                line += f" {ms:{len(m) + 4}.2f} {ms / call_ms:6.2f}"
-            lines.append(line)
-            database.record_baseline(spec, device, f"liftpy {method} call", call_ms, memory)  # beside its events
+    for name, spec, tried, layer, methods, _ in layers:
+        call_ms, kernel_ms = median[name, "liftpy call"], median[name, "liftpy kernels"]
+        totals["call"] += call_ms
+        totals["kernels"] += kernel_ms
+        memory = layer.plans[0].memory_bytes
+        im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
+                              spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
+        line = (f"{name:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {call_ms / kernel_ms:9.3f} "
+                f"{spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f}")
+        for m in baselines:
+            ms = median.get((name, m))
+            if ms is None:
+                line += f" {'-':>{len(m) + 4}} {'-':>6}"
+                continue
+            totals[m] += ms
+            line += f" {ms:{len(m) + 4}.2f} {ms / call_ms:6.2f}"
+        lines.append(line)
+        database.record_baseline(spec, device, "liftpy call", call_ms, memory)  # beside its kernel events
         for m in baselines:
             if (name, m) in median:
                 database.record_baseline(spec, device, m, median[name, m], None)
     database.close()
-    for method in ours:
-        call, kernels = totals[method, "call"], totals[method, "kernels"]
-        lines.append(f"{'total':9} {method:>{mw}} {'':6} {'':{pw}} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
-                     f"{'':8} {'':6} {'':9}" + "".join(f" {totals[method, m]:{len(m) + 4}.2f} "
-                                                       f"{totals[method, m] / call:6.2f}" for m in baselines))
-    lines += paired_ratios(calls, [name for name, *_ in layers], ours)
+    call, kernels = totals["call"], totals["kernels"]
+    lines.append(f"{'total':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} {'':8} {'':6} {'':9}"
+                 + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / call:6.2f}" for m in baselines))
     lines += [
         "",
-        "method: route = the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route; pipelines =",
-        "the hand-written low-level pipelines (liftpy/nn/*.lift; pipeline: the one chosen; pipelines-by-time: their",
-        "fastest trial by time alone, before data movement counted in the ranking). trials: in the database.",
-        "call ms: liftpy's whole call, layer(x) on a prepared nn.Conv2d, numpy in and numpy out; kernels ms: the sum of",
-        "its kernels' profiling events in the same calls; call/kern: their ratio; GFLOP/s from the whole call;",
-        "ratio = baseline's time / liftpy's whole call (higher: liftpy faster). PyTorch and numpy are whole calls",
-        "(numpy in, numpy out, padding inside); '(kernels)' baselines are kernel events only. mem ratio = im2col+GEMM",
-        f"bytes / liftpy's bytes. Medians over {args.rounds} rounds of medians of {args.repeat} calls (numpy: 3;",
-        "kernel-event baselines: first round only), each method called for 50 ms first. Total rows: sums, per",
-        "method.",
+        "liftpy: the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route, its best",
+        "configuration in the tuning database (trials: there). call ms: liftpy's whole call, layer(x) on a prepared",
+        "nn.Conv2d, numpy in and numpy out; kernels ms: the sum of its kernels' profiling events in the same calls;",
+        "call/kern: their ratio; GFLOP/s from the whole call; ratio = baseline's time / liftpy's whole call (higher:",
+        "liftpy faster). PyTorch and numpy are whole calls (numpy in, numpy out, padding inside); '(kernels)'",
+        "baselines are kernel events only. mem ratio = im2col+GEMM bytes / liftpy's bytes. Medians over",
+        f"{args.rounds} rounds of medians of {args.repeat} calls (numpy: 3; kernel-event baselines: first round only),",
+        "each method called for 50 ms first. Total row: sums.",
         "",
         *record,
         f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
     ]
     publish(lines, args.out)
-
-
-def paired_ratios(calls: dict[tuple[str, str], list[float]], names: list[str], ours: list[str]) -> list[str]:
-    """The route's time over the pipelines', round by round: the two are measured back to back in each round,
-    so each round's ratio compares them in one state of the machine. On the Zen 4 machine the speed of a
-    kernel of a millisecond switched between two levels about 2x apart for tens to hundreds of milliseconds at a
-    time (VGG-16 layer 0's route kernel, 400 calls in a row: 1.79 ms for 110 calls, then 0.90), which moves each
-    method's median over rounds by more than the two differ; the median of the paired ratios is steadier."""
-    lines = []
-    for other in (m for m in ours if m != "route" and "route" in ours):
-        lines += ["", f"route / {other}, paired by round: the median of the rounds' ratios (rounds the route was "
-                  "faster,", "the smallest and largest ratio)", f"{'layer':9} {'call':>30} {'kernels':>30}"]
-        for name in names:
-            cells = []
-            for kind in ("call", "kernels"):
-                ratios = [r / p for r, p in zip(calls[name, f"route {kind}"], calls[name, f"{other} {kind}"])]
-                faster = sum(r < 1 for r in ratios)
-                cells.append(f"{statistics.median(ratios):6.3f} ({faster}/{len(ratios)}, "
-                             f"{min(ratios):.3f}-{max(ratios):.3f})")
-            lines.append(f"{name:9} {cells[0]:>30} {cells[1]:>30}")
-    return lines
-
-
-class _Route:
-    """liftpy's automatic route: the layer's high-level program (liftpy/nn/conv2d.lift) tuned as any program."""
-
-    @staticmethod
-    def tune(spec, args):
-        task = nn.route_task(spec)
-        liftpy.tune(task.path, sizes=task.size_map, trials=args.trials, db=args.db, function=task.function,
-                    constants=task.constants)
-
-    @staticmethod
-    def best(spec, db, device):
-        database = TuningDB(db)
-        task = nn.route_task(spec)
-        try:
-            return database.best(task, device, "route"), len(database.trials(task, device))
-        finally:
-            database.close()
-
-
-class _Pipelines:
-    """liftpy's hand-written low-level pipelines (liftpy/nn/*.lift), tuned by liftpy.tune(layer)."""
-
-    @staticmethod
-    def tune(spec, args):
-        liftpy.tune(spec, trials=args.trials, db=args.db, algorithm=args.algorithm)
-
-    @staticmethod
-    def best(spec, db, device):
-        database = TuningDB(db)
-        try:
-            return database.best(spec, device), len(database.trials(spec, device))
-        finally:
-            database.close()
-
-
-class _PipelinesByTime(_Pipelines):
-    """The hand-written pipelines' trial fastest by time alone (tuning.db.ranked_by_time): their best before
-    the ranking counted data movement, measured beside it where the two may differ."""
-
-    @staticmethod
-    def best(spec, db, device):
-        database = TuningDB(db)
-        try:
-            return ranked_by_time(database.trials(spec, device))[0], len(database.trials(spec, device))
-        finally:
-            database.close()
-
-
-LIFTPY_METHODS = {"route": _Route, "pipelines": _Pipelines, "pipelines-by-time": _PipelinesByTime}
 
 
 def publish(lines: list[str], out: str | None) -> None:

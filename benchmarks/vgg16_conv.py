@@ -1,10 +1,11 @@
 """liftpy's generated convolutions on the nine VGG-16 layers against baselines measured in the same run.
 
-    python benchmarks/vgg16_conv.py [--samples 8] [--algorithm direct] [--layers vgg16.2,vgg16.7]
+    python benchmarks/vgg16_conv.py [--samples 8] [--layers vgg16.2,vgg16.7]
 
-For each layer: the best of N sampled valid configurations (median kernel time of 3 runs each, every
-configuration checked against the reference), next to the hand-written naive direct OpenCL convolution
-(benchmarks/baselines.py) on the same device and numpy's im2col + GEMM; times, GFLOP/s, memory, ratios.
+For each layer: the best of N configurations of the automatic route, its default then sampled ones (median
+kernel time of 3 runs each, every configuration checked against the reference), next to the hand-written
+naive direct OpenCL convolution (benchmarks/baselines.py) on the same device and numpy's im2col + GEMM; times,
+GFLOP/s, memory, ratios.
 """
 
 import argparse
@@ -23,7 +24,6 @@ from benchmarks.baselines import im2col_gemm, naive_opencl  # noqa: E402
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=8)
-    parser.add_argument("--algorithm", default="direct", choices=list(nn.ALGORITHMS))
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -36,11 +36,11 @@ def main():
         x = rng.standard_normal((1, layer.channels, layer.height, layer.width)).astype(np.float32)
         w = (rng.standard_normal((layer.kernels, layer.channels, 3, 3)) / np.sqrt(9 * layer.channels)).astype(np.float32)
         b = rng.standard_normal(layer.kernels).astype(np.float32)
-        space = nn.conv_space(layer, algorithm=args.algorithm)
-        configs = [nn.default_config(space, args.algorithm)] + space.sample(args.samples - 1, seed=args.seed)
+        space = nn.conv_space(layer)
+        configs = [space.default()] + space.sample(args.samples - 1, seed=args.seed)
         best = None
         for config in configs:
-            p = nn.plan(layer, config, algorithm=args.algorithm, space=space)
+            p = nn.plan(layer, config)
             result = p.run(x, w, b, repeat=3, warmup=1, check=True)
             if best is None or result.kernel_ms < best[1].kernel_ms:
                 best = (p, result)
@@ -55,7 +55,7 @@ def main():
     total = [sum(r[i] for r in rows) for i in range(5)]
     print(f"{'total':9} {total[0]:9.2f} {'':8} {total[1]:9.1f} {total[1] / total[0]:8.1f} {total[2]:9.2f} "
           f"{total[2] / total[0]:8.2f} {total[3]:6.1f} {total[4]:10.1f} {np.mean([r[4] / r[3] for r in rows]):6.2f} (mean)")
-    print(f"({args.samples} configurations per layer, algorithm {args.algorithm}; times are medians)")
+    print(f"({args.samples} configurations per layer through the automatic route; times are medians)")
 
 
 if __name__ == "__main__":

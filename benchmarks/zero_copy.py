@@ -20,7 +20,6 @@ import numpy as np  # noqa: E402
 
 import liftpy.nn as nn  # noqa: E402
 from benchmarks.vgg16 import machine_record, publish  # noqa: E402
-from liftpy.tuning.measure import trial_inputs  # noqa: E402
 
 
 def main():
@@ -33,7 +32,7 @@ def main():
     rows = []
     for index, name in enumerate(args.layers.split(",")):
         spec = nn.VGG16[name]
-        x, w, b = trial_inputs(spec, seed=index)
+        x, w, b = spec.random_inputs(seed=index)
         plan = nn.plan(spec)
         ways = {"copies": plan.executable.prepare(plan.constants(w, b), zero_copy=False),
                 "zero-copy": plan.executable.prepare(plan.constants(w, b), zero_copy=True)}
@@ -52,13 +51,12 @@ def main():
                     events.append(result.kernel_ms)
                 calls[way].append(statistics.median(whole))
                 kernels[way].append(statistics.median(events))
-        rows.append((name, plan.algorithm, {way: (statistics.median(calls[way]), statistics.median(kernels[way]))
-                                            for way in ways}))
-    lines = [f"{'layer':9} {'pipeline':9} {'copies call':>11} {'kernels':>8} {'zero-copy call':>14} {'kernels':>8} "
+        rows.append((name, {way: (statistics.median(calls[way]), statistics.median(kernels[way])) for way in ways}))
+    lines = [f"{'layer':9} {'copies call':>11} {'kernels':>8} {'zero-copy call':>14} {'kernels':>8} "
              f"{'saved ms':>8}"]
-    for name, algorithm, measured in rows:
+    for name, measured in rows:
         (copy_call, copy_kernels), (zero_call, zero_kernels) = measured["copies"], measured["zero-copy"]
-        lines.append(f"{name:9} {algorithm:9} {copy_call:11.2f} {copy_kernels:8.2f} {zero_call:14.2f} "
+        lines.append(f"{name:9} {copy_call:11.2f} {copy_kernels:8.2f} {zero_call:14.2f} "
                      f"{zero_kernels:8.2f} {copy_call - zero_call:8.2f}")
     lines += ["", f"milliseconds, medians over {args.rounds} rounds of medians of {args.repeat} calls; the default "
                   "configuration of each layer", *machine_record(None),

@@ -71,9 +71,10 @@ def parameters(program: Program, sizes=None, device=None, **options):
 
 
 def tune(subject, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, sizes=None, **options):
-    """Auto-tune a program file at ``sizes`` through the automatic route -- returns the best
-    (liftpy.tuning.Tuned: ``.program``, ``.config``, ``.time_ms``, ``.compile()``) -- or a convolution layer (a
-    name such as "vgg16.7", or shapes; returns its trials): see liftpy.tuning.tune_program and tune."""
+    """Auto-tune through the automatic route a program file at ``sizes``, or a convolution layer (a name such as
+    "vgg16.7", a ConvLayer, or make_layer's arguments as a dict: liftpy/nn/conv2d.lift at its sizes); returns
+    the best (liftpy.tuning.Tuned: ``.program``, ``.config``, ``.time_ms``, ``.compile()``): see
+    liftpy.tuning.tune_program and tune."""
     from .tuning import tune as tune_layer, tune_program
 
     if isinstance(subject, Path) or (isinstance(subject, str) and subject.endswith(".lift")):

@@ -337,15 +337,11 @@ def cmd_conv(args) -> int:
     if args.output:
         with writing("-o", args.output):  # made before the run: a bad -o is refused at once
             Path(args.output).mkdir(parents=True, exist_ok=True)
-    plan = nnconv.plan(layer, config, device=args.device, algorithm=args.algorithm)
-    rng = np.random.default_rng(args.seed)
-    x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
-    w = (rng.standard_normal(layer.weight_shape) /
-         np.sqrt(layer.group_channels * layer.kernel_height * layer.kernel_width)).astype(np.float32)
-    b = rng.standard_normal(layer.kernels).astype(np.float32)
+    plan = nnconv.plan(layer, config, device=args.device)
+    x, w, b = layer.random_inputs(args.seed)
     result = plan.run(x, w, b, repeat=args.repeat, warmup=1, check=True)
     print(layer.describe() + f", batch {layer.batch}")
-    print(f"algorithm {plan.algorithm}, configuration {plan.config}, device {plan.executable.device.name.strip()}")
+    print(f"automatic route, configuration {plan.config}, device {plan.executable.device.name.strip()}")
     for stage, ms in result.stage_ms.items():
         print(f"  {stage:10} {ms:9.3f} ms")
     print(f"total kernel time {result.kernel_ms:.3f} ms (median of {args.repeat}), "
@@ -407,50 +403,26 @@ def _program_task(args, option: str):
 
 
 def cmd_tune(args) -> int:
-    from .runtime import get_device
-    from .tuning import tune
-    from .tuning.db import ranked
-    from .tuning.search import check_pipelines_can_compute, resolve_algorithms
-
     if args.file:
         return _tune_program(args)
-    # everything a user can get wrong is refused before the first trial (and before the line announcing them)
-    layer = _layer_from_args(args)
-    if args.algorithm in (None, "route"):
-        return _tune_layer_route(args, layer)
-    resolve_algorithms(args.algorithm)
-    check_pipelines_can_compute(layer)
-    get_device(args.device)
-    _tuning_db(args.db, create=True).close()
-    print(f"tuning {layer.describe()} on the {'default device' if args.device is None else args.device}, "
-          f"{args.trials} trials, database {args.db}", file=sys.stderr)
-    trials = tune(layer, trials=args.trials, db=args.db, device=args.device, seed=args.seed,
-                  algorithm=args.algorithm, repeat=args.repeat, timeout=args.timeout)
-    ok = ranked(trials)
-    print(f"{len(trials)} trials in {args.db}: {len(ok)} correct, {len(trials) - len(ok)} failed")
-    if ok:
-        best = ok[0]
-        print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), "
-              f"{(best.memory_bytes or 0) / 2**20:.1f} MiB, {best.algorithm} {best.config}")
-    return 0
+    return _tune_layer(args, _layer_from_args(args))
 
 
-def _tune_layer_route(args, layer) -> int:
+def _tune_layer(args, layer) -> int:
     """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
     program is, the weights and biases constant; liftpy.nn finds the result in the database."""
     from .nn.conv import route_task
 
     best = _tune_task(args, route_task(layer), f"{layer.describe()} through the automatic route")
-    print(f"best: {best.time_ms:.3f} ms ({layer.flops / best.time_ms / 1e6:.1f} GFLOP/s), route {best.config}")
+    rate = layer.flops / best.time_ms / 1e6
+    print(f"best through the automatic route: {best.time_ms:.3f} ms ({rate:.1f} GFLOP/s), "
+          f"{(best.best.memory_bytes or 0) / 2**20:.1f} MiB, {best.config}")
     return 0
 
 
 def _tune_program(args) -> int:
     from .pretty import pretty
 
-    if args.algorithm:
-        raise InputError("--algorithm: a convolution layer's pipelines; a program is tuned through the automatic "
-                         "route, whose choices are all in its space")
     task = _program_task(args, "file")
     best = _tune_task(args, task, task.describe())
     print(f"best: {best.time_ms:.3f} ms (kernel events), {best.config}")
@@ -459,18 +431,18 @@ def _tune_program(args) -> int:
 
 
 def _tune_task(args, task, what: str):
-    """Tune a program task through the automatic route, the device and the database checked first (before the
-    line announcing the search); the trials counted; the best (liftpy.tuning.Tuned)."""
+    """Tune a program task through the automatic route, everything a user can get wrong -- the device, the
+    database -- refused first (before the line announcing the search); the trials counted; the best
+    (liftpy.tuning.Tuned)."""
     from .runtime import get_device
-    from .tuning.search import tune_program
+    from .tuning.search import tune_task
 
     get_device(args.device)
     _tuning_db(args.db, create=True).close()
     print(f"tuning {what} on the {'default device' if args.device is None else args.device}, {args.trials} trials, "
           f"database {args.db}", file=sys.stderr)
-    best = tune_program(task.path, task.size_map, trials=args.trials, db=args.db, device=args.device,
-                        seed=args.seed, function=task.function, constants=task.constants, repeat=args.repeat,
-                        timeout=args.timeout)
+    best = tune_task(task, trials=args.trials, db=args.db, device=args.device, seed=args.seed, repeat=args.repeat,
+                     timeout=args.timeout)
     ok = [t for t in best.trials if t.status == "ok"]
     print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
     return best
@@ -501,7 +473,8 @@ def cmd_report(args) -> int:
         raise InputError("--program and --network: report one or the other")
     subject = _program_task(args, "program") if args.program else None if args.network else _layer_from_args(args)
     db = _tuning_db(args.db)
-    if subject is not None and not args.program:  # a layer: its route's trials where it was tuned through it
+    if subject is not None and not args.program:  # a layer: its program's trials (else, in a database written
+        # before the hand-written pipelines were retired, the layer's own)
         from .nn.conv import route_task
 
         if db.trials(route_task(subject), args.device) or not db.trials(subject, args.device):
@@ -527,11 +500,11 @@ def cmd_export(args) -> int:
 
     layer = _layer_from_args(args)
     db = _tuning_db(args.db)
-    best = nnconv.best_trial(db, layer, args.device)  # the route's or a hand-written pipeline's
+    best = nnconv.best_trial(db, layer, args.device)
     if best is None:
         raise InputError(f"{args.db} has no correct trial for {layer.describe()} (tune it with liftpy tune --layer, "
                          f"or its shape's options)")
-    plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
+    plan = nnconv.plan(layer, best.config)
     notes = Path(args.output) / "README.txt"
     with writing("-o", args.output):
         written = write_program(plan.executable.generated, args.output)
@@ -582,8 +555,6 @@ def cmd_devices(args) -> int:
 
 # ------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
-    from .nn.conv import ALGORITHMS, DEFAULT_ALGORITHM, ROUTE, TUNED_ALGORITHMS
-
     parser = Parser(prog="liftpy", description="Lift-style array programs compiled to OpenCL.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -658,11 +629,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("conv", "run one convolution layer on the device, checked against the reference", cmd_conv)
     layer_options(p, db=False)
-    p.add_argument("--algorithm", choices=[ROUTE, *ALGORITHMS],
-                   help=f"{ROUTE}: the convolution at the high level (liftpy/nn/conv2d.lift) through the automatic "
-                        "route; or a hand-written pipeline: " + "; ".join(f"{a.name}: {a.doc}" for a in ALGORITHMS.values())
-                   + f" (default {DEFAULT_ALGORITHM})")
-    p.add_argument("--config", action="append", metavar="NAME=VALUE", help="a tuning parameter (repeatable)")
+    p.add_argument("--config", action="append", metavar="NAME=VALUE",
+                   help="a choice of the automatic route's configuration (repeatable; default: the tuning "
+                        "database's best, else the route's default)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
@@ -680,16 +649,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an input that stays fixed across calls, as a layer's weights (repeatable): "
                             "uploaded once, and the kernels that read only such inputs run once")
 
-    p = add("tune", "auto-tune a program (through the automatic route) or a convolution layer: measured random "
-                    "search, results in a database", cmd_tune)
+    p = add("tune", "auto-tune a program or a convolution layer through the automatic route: measured search, "
+                    "results in a database", cmd_tune)
     program_options(p, "file")
     layer_options(p)
     p.add_argument("--trials", type=positive_int, default=100, help="configurations to measure in total (resumes)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--algorithm", metavar="NAMES",
-                   help=f"a layer's method: {ROUTE} (the default: its high-level program through the automatic route), "
-                        "or the hand-written pipelines to search, comma-separated (" + ",".join(TUNED_ALGORITHMS)
-                   + " were the default; known: " + ", ".join(ALGORITHMS) + ")")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per trial (the median is kept)")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds before a trial counts as hung")

@@ -1,6 +1,6 @@
 """Undoing a copy: the strategy ``inline_copies(name)``, the memory/time trade-off of the paper's figure 6.
 
-The CPU convolution pipelines (``liftpy/nn/conv_direct.lift``, ``conv_rows.lift``) begin with a kernel that only
+The hand-written CPU convolutions (``examples/conv_direct.lift``, ``conv_rows.lift``) begin with a kernel that only
 copies the padded input to memory (``val padded = mapGlb(...(toGlobal(id))..., pad2D(...))``); the convolution
 then reads the copy. ``inline_copies`` turns such a copy back into the view it copies, by the rules of
 ``copies.rules`` (loops back to maps, no ``toGlobal``) and the simplification group's ``removeMapCopy`` and

@@ -1,5 +1,5 @@
 """The direct convolution's derivation: the strategy ``direct(σ, κ, v)``, which derives from the paper's
-listing 3 (``liftpy/nn/conv_layer.lift``) the kind of pipeline ``liftpy/nn/conv_direct.lift`` is written by hand:
+listing 3 (``examples/conv_layer.lift``) the kind of pipeline ``examples/conv_direct.lift`` is written by hand:
 a padding kernel, a kernel copying the weights grouped for vector loads ([K/κ][kh*kw*C][κ], as conv_direct.lift
 receives them), then one kernel in which each work-item computes σ output pixels of one row for κ kernels over the
 whole window, with σ x κ/v vector accumulators in registers. Its rules are in ``direct.rules`` and, for

@@ -2,10 +2,10 @@
 
     python scripts/fill_moved_bytes.py DB [--network vgg16]
 
-For each layer of the network, each correct trial measured again (the only ones :func:`liftpy.tuning.db.ranked`
-compares by that figure) is compiled again on this machine's OpenCL device; its kernels must be the ones the
-trial ran (their sources' hashes as recorded, the program's file named where it was tuned), else it is left
-without a figure and said so.
+For each layer of the network, each correct trial of its program (the automatic route) measured again (the
+only ones :func:`liftpy.tuning.db.ranked` compares by that figure) is compiled again on this machine's OpenCL
+device; its kernels must be the ones the trial ran (their sources' hashes as recorded, the program's file named
+where it was tuned), else it is left without a figure and said so.
 """
 
 import argparse
@@ -35,29 +35,29 @@ def main() -> int:
     db = TuningDB(args.db)
     filled = refused = 0
     for layer in NETWORKS[args.network].values():
-        for subject in (conv.route_task(layer), layer):
-            for trial in db.trials(subject, name, "ok"):
-                if not trial.measured_again or trial.moved_bytes is not None:
-                    continue
-                plan = conv.plan(layer, trial.config, device=device, algorithm=trial.algorithm)
-                (recorded,) = db.conn.execute(
-                    "SELECT source_hashes FROM trials WHERE layer = ? AND algorithm = ? AND config = ? AND device = ?",
-                    (subject.key, trial.algorithm, config_key(trial.config), name)).fetchone()
-                here = getattr(subject, "path", None)  # a program's kernels name its file, where it was tuned
-                sources = {k: s.replace(f"from {here}:", f"from {trial.layer_name}:") if here else s
-                           for k, s in plan.sources.items()}
-                hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in sources.items()}
-                if hashes != json.loads(recorded or "{}"):
-                    print(f"{layer.name} {trial.algorithm} {trial.config}: its kernels are not the ones measured; "
-                          "left without a figure")
-                    refused += 1
-                    continue
-                w = np.zeros((layer.kernels, layer.channels // layer.groups, layer.kernel_height,
-                              layer.kernel_width), np.float32)
-                moved = plan.bind(w, None).program.moved_bytes
-                db.set_moved_bytes(subject, trial.algorithm, trial.config, name, moved)
-                print(f"{layer.name} {trial.algorithm:18} {trial.time_ms:8.3f} ms {moved / 2**20:8.1f} MiB moved")
-                filled += 1
+        subject = conv.route_task(layer)
+        for trial in db.trials(subject, name, "ok"):
+            if not trial.measured_again or trial.moved_bytes is not None:
+                continue
+            plan = conv.plan(layer, trial.config, device=device)
+            (recorded,) = db.conn.execute(
+                "SELECT source_hashes FROM trials WHERE layer = ? AND algorithm = ? AND config = ? AND device = ?",
+                (subject.key, trial.algorithm, config_key(trial.config), name)).fetchone()
+            here = getattr(subject, "path", None)  # a program's kernels name its file, where it was tuned
+            sources = {k: s.replace(f"from {here}:", f"from {trial.layer_name}:") if here else s
+                       for k, s in plan.sources.items()}
+            hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in sources.items()}
+            if hashes != json.loads(recorded or "{}"):
+                print(f"{layer.name} {trial.algorithm} {trial.config}: its kernels are not the ones measured; "
+                      "left without a figure")
+                refused += 1
+                continue
+            w = np.zeros((layer.kernels, layer.channels // layer.groups, layer.kernel_height,
+                          layer.kernel_width), np.float32)
+            moved = plan.bind(w, None).program.moved_bytes
+            db.set_moved_bytes(subject, trial.algorithm, trial.config, name, moved)
+            print(f"{layer.name:9} {trial.time_ms:8.3f} ms {moved / 2**20:8.1f} MiB moved")
+            filled += 1
     db.close()
     print(f"{filled} trials given their figure, {refused} left without")
     return 1 if refused else 0

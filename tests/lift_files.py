@@ -15,5 +15,5 @@ LIFT_FILES = tuple(
 
 
 def short_name(path: Path) -> str:
-    """The path from the repository root, as a test id: ``liftpy/nn/conv_rows.lift``."""
+    """The path from the repository root, as a test id: ``examples/conv_rows.lift``."""
     return path.relative_to(ROOT).as_posix()

@@ -1,4 +1,4 @@
-"""The direct convolution (the CPU extension of the paper's space that ``liftpy/nn/conv_direct.lift`` writes by
+"""The direct convolution (the CPU extension of the paper's space that ``examples/conv_direct.lift`` writes by
 hand) derived from listing 3 by the strategy ``direct(σ, κ, v)`` of ``rewrites/direct.py``.
 
 The strategy's output type-checks, evaluates to what listing 3 evaluates to for several layers and tuning
@@ -20,7 +20,7 @@ from liftpy.rewrites.direct import direct, steps
 from .test_conv_derivation import (LAYERS, all_sizes, assert_matches_reference, layer_inputs, layer_reference,
                                    layer_sizes)
 
-LAYER_PROGRAM = Path(liftpy.__file__).parent / "nn" / "conv_layer.lift"
+LAYER_PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "conv_layer.lift"
 TUNING = ("σ", "κ", "v")
 
 

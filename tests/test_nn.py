@@ -1,4 +1,5 @@
-"""liftpy.nn.conv2d: PyTorch's conv2d semantics, every configuration checked against independent references."""
+"""liftpy.nn.conv2d: PyTorch's conv2d semantics through the automatic route, every configuration checked against
+independent references (tests/reference.py, float64)."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import liftpy.nn as nn
 from liftpy.errors import ConstraintError, InputError
-from liftpy.nn.conv import ALGORITHMS
 from liftpy.nn.layers import VGG16
 
 from .reference import conv2d_nchw
@@ -35,69 +35,50 @@ def small_layers(draw):
                 padding=(top, bottom, left, right))
 
 
-@pytest.mark.parametrize("algorithm", ["route", *ALGORITHMS])
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layer=small_layers(), seed=st.integers(0, 1000))
-def test_random_small_layers_with_random_configurations(algorithm, layer, seed):
+def test_random_small_layers_with_random_configurations(layer, seed):
     rng = np.random.default_rng(seed)
     x, w, b = random_layer_arrays(rng, layer["n"], layer["c"], layer["h"], layer["w"], layer["k"], layer["kh"], layer["kw"])
     space = nn.conv_space(input=(layer["c"], layer["h"], layer["w"]), kernels=(layer["k"], layer["kh"], layer["kw"]),
-                          stride=layer["stride"], padding=layer["padding"], batch=layer["n"], algorithm=algorithm)
+                          stride=layer["stride"], padding=layer["padding"], batch=layer["n"])
     configs = space.sample(20, seed=seed)
     assert configs, space.describe()
     config = configs[seed % len(configs)]
-    out = nn.conv2d(x, w, b, stride=layer["stride"], padding=layer["padding"], config=config, algorithm=algorithm)
+    out = nn.conv2d(x, w, b, stride=layer["stride"], padding=layer["padding"], config=config)
     assert_matches(out, conv2d_nchw(x, w, b, layer["stride"], layer["padding"]))
 
 
-SCALED = [(name, algorithm) for name in VGG16 for algorithm in ["route", *ALGORITHMS]]
-
-
-@pytest.mark.parametrize("name, algorithm", SCALED, ids=[f"{n}-{a}" for n, a in SCALED])
-def test_scaled_down_vgg16_layers(name, algorithm):
+@pytest.mark.parametrize("name", list(VGG16))
+def test_scaled_down_vgg16_layers(name):
+    """The route's default and three sampled configurations of each VGG-16 layer, divided by 8."""
     layer = VGG16[name].scaled(8, min_channels=3)  # channels, kernels and spatial sizes divided by 8
     rng = np.random.default_rng(len(name))
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
     expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
-    space = nn.conv_space(layer, algorithm=algorithm)
+    space = nn.conv_space(layer)
     ran = 0
-    for config in space.sample(8, seed=7):
+    for config in [space.default(), *space.sample(3, seed=7)]:
         try:
-            out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm)
+            out = nn.conv2d(x, w, b, stride=1, padding=1, config=config)
         except ConstraintError:  # its work-groups exceed what the device allows the built kernel (a GPU's registers)
             continue
         assert_matches(out, expected)
         ran += 1
-        if ran == 2:
-            break
-    assert ran == 2
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(VGG16))
-def test_full_size_vgg16_layers(name):
-    """Three random valid configurations of the default pipeline per layer at full size, the other pipelines at
-    their default points (-m slow)."""
-    layer = VGG16[name]
-    rng = np.random.default_rng(0)
-    x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
-    expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
-    for config in nn.conv_space(layer, algorithm="direct").sample(3, seed=1):
-        assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm="direct"), expected)
-    for algorithm in set(ALGORITHMS) - {"direct"}:  # at their default points
-        config = nn.default_config(nn.conv_space(layer, algorithm=algorithm), algorithm)
-        assert_matches(nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm=algorithm), expected)
+    assert ran >= 2
 
 
 @pytest.mark.slow
 def test_many_private_values_per_work_item_run_in_small_work_groups():
-    """512 scalar accumulators per work-item, in the four versions of a kernel reading through the padding:
-    PoCL crashed (SIGSEGV) on the work-groups it was given before their size counted private memory."""
+    """512 scalar accumulators per work-item (16 kernels x 32 pixels, unrolled), each read through the padding
+    in the versions of a kernel that reads it: PoCL crashed (SIGSEGV) on the work-groups it was given before
+    their size counted private memory."""
     layer = VGG16["vgg16.2"]
     rng = np.random.default_rng(5)
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
-    config = {"σ": 32, "κ": 16, "v": 1}
-    out = nn.conv2d(x, w, b, stride=1, padding=1, config=config, algorithm="direct-nocopy")
+    config = {**nn.conv_space(layer).default(), "block.kernelWeights": 16, "block.window": 32, "unroll": 1,
+              "vector": 0, "vector_outer": 0, "pad_copy": 0}
+    out = nn.conv2d(x, w, b, stride=1, padding=1, config=config)
     assert_matches(out, conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)))
 
 
@@ -138,14 +119,11 @@ BAD_CALLS = [
     ("channels per group", dict(x=(1, 4, 8, 8), w=(4, 1, 3, 3)), {"groups": 2}, InputError,
      "expect 2 input channels (1 in each of 2 groups), the input has 4"),
     ("zero groups", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"groups": 0}, InputError, "groups must be a positive integer"),
-    ("groups in a hand-written pipeline", dict(x=(1, 4, 8, 8), w=(4, 2, 3, 3)), {"groups": 2, "algorithm": "direct"},
-     InputError, "has no dilation or groups"),
-    ("unknown algorithm", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"algorithm": "fast"}, InputError, "unknown algorithm"),
     ("zero stride", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"stride": 0}, InputError, "stride must be at least 1"),
-    ("invalid configuration", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
-     {"config": {"σ": 3, "κ": 3, "v": 2}, "algorithm": "direct"}, ConstraintError, "not valid"),
-    ("unknown parameter", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": {"tile": 3}, "algorithm": "direct"},
-     ConstraintError, "lacks"),
+    ("configuration of a retired pipeline", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
+     {"config": {"σ": 3, "κ": 3, "v": 2}}, ConstraintError, "has the choices"),
+    ("configuration not a mapping", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)), {"config": [("parallel", 2)]}, InputError,
+     "config must be a mapping"),
     ("configuration of the route lacking its choices", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
      {"config": {"parallel": 2, "tile": 3}}, ConstraintError, "has the choices"),
     ("block of the route not dividing its level", dict(x=(1, 2, 8, 8), w=(4, 2, 3, 3)),
@@ -166,58 +144,61 @@ def test_bad_calls_are_refused_clearly(name, shapes, kwargs, error, message):
 
 
 def test_invalid_configuration_names_the_violated_constraints():
+    x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32)
+    config = {**nn.conv_space(input=(2, 8, 8), kernels=(4, 3, 3), padding=1).default(), "block.kernelWeights": 3}
     with pytest.raises(ConstraintError) as info:
-        nn.conv2d(np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32), config={"σ": 3, "κ": 3, "v": 2},
-                  algorithm="direct")
-    notes = " ".join(info.value.notes)
-    assert "split@conv_direct.lift" in notes and "4 % κ == 0" in notes  # 3 kernels per group do not divide 4
-    assert "κ % v == 0" in notes  # nor does a vector width of 2 divide 3
+        nn.conv2d(x, w, padding=1, config=config)
+    message = info.value.message
+    assert "not valid for layer: input 2x8x8" in message
+    assert "4 % block_kernelWeights == 0" in message  # a block of 3 kernels does not divide 4
 
 
-def test_memory_footprint_is_smaller_than_im2col():
+def _padded_and_relaid(config) -> tuple[bool, bool]:
+    """Whether a configuration copies the padded input to memory, and relays the weights."""
+    return config["pad_copy"] in (1, 2), config["vector_outer"] == 2
+
+
+def test_memory_footprint_is_smaller_than_im2col_and_the_padding_copy_costs_its_size():
+    """The paper's time/memory trade-off inside the route: reading through the padding view allocates the
+    inputs and the output only; the padding's copy adds the padded input (channels-last or rotated, the same
+    size), relaying the weights a copy of them."""
     layer = VGG16["vgg16.2"].scaled(2)
     n, c, h, w, k = layer.batch, layer.channels, layer.height, layer.width, layer.kernels
     assert (n, c, h, w, k) == (1, 32, 112, 112, 32)
     assert (layer.kernel_height, layer.kernel_width, layer.stride, layer.padding) == (3, 3, (1, 1), (1, 1, 1, 1))
-    plan = nn.plan(layer, algorithm="direct")
-    # the direct pipeline's buffers: the input, the weights (regrouped, as many), the biases, the padded copy
-    # of the input (NHWC) and the output, all float32; the output is as large as the input (3x3, padding 1)
-    floats = {"input": n * c * h * w, "weights": k * c * 3 * 3, "biases": k, "padded": n * (h + 2) * (w + 2) * c,
-              "output": n * k * h * w}
-    assert {name: size for name, _, size in plan.executable.buffers} == {b: 4 * f for b, f in floats.items()}
-    assert plan.memory_bytes == 4 * sum(floats.values())
-    # im2col + GEMM: the input, one column of c*3*3 values per output pixel, the weights, biases and output
-    im2col = 4 * (n * c * h * w + n * c * 3 * 3 * h * w + k * c * 3 * 3 + k + n * k * h * w)
-    assert plan.im2col_bytes == im2col
-    assert plan.memory_bytes < im2col / 3
+    base = {"input": n * c * h * w, "weights": k * c * 3 * 3, "biases": k, "output": n * k * h * w}
+    sampled = nn.conv_space(layer).sample(100, seed=0)
+    kinds = {}
+    for config in sampled:
+        kinds.setdefault(_padded_and_relaid(config), config)
+    assert set(kinds) == {(False, False), (True, False), (False, True), (True, True)}
+    for (padded, relaid), config in kinds.items():
+        plan = nn.plan(layer, config)
+        floats = dict(base, **({"padded": n * (h + 2) * (w + 2) * c} if padded else {}),
+                      **({"weightsT": k * c * 3 * 3} if relaid else {}))
+        assert {name: size for name, _, size in plan.executable.buffers} == {b: 4 * f for b, f in floats.items()}
+        assert plan.memory_bytes == 4 * sum(floats.values())
+        # im2col + GEMM: the input, one column of c*3*3 values per output pixel, the weights, biases and output
+        im2col = 4 * (n * c * h * w + n * c * 3 * 3 * h * w + k * c * 3 * 3 + k + n * k * h * w)
+        assert plan.im2col_bytes == im2col
+        assert plan.memory_bytes < im2col / 3
 
 
 def test_conv_space_by_name_and_by_shapes():
-    by_name = nn.conv_space("vgg16.7", algorithm="direct")
-    by_shape = nn.conv_space(input=(128, 112, 112), kernels=(128, 3, 3), stride=1, padding=1, algorithm="direct")
-    assert [p.name for p in by_name.parameters] == [p.name for p in by_shape.parameters] == ["σ", "κ", "v"]
-    assert by_name.sample(5, seed=0) == by_shape.sample(5, seed=0)
-    paper = nn.conv_space("vgg16.7", algorithm="paper")
-    assert [p.name for p in paper.parameters] == ["θh", "θw", "ρh", "ρw", "κ", "σ", "ω", "v"]
-    assert any(c.name == "tiles cover the rows" for c in paper.constraints)
+    by_name = nn.conv_space("vgg16.7")
+    by_shape = nn.conv_space(input=(128, 112, 112), kernels=(128, 3, 3), stride=1, padding=1)
+    assert by_name is by_shape  # the same layer's space, built once
+    assert [level.name for level in by_name.levels] == ["kernelWeights", "window"]
+    grouped = nn.conv_space(input=(8, 10, 10), kernels=(8, 3, 3), padding=1, dilation=2, groups=2)
+    assert grouped is not by_name and grouped.sample(5, seed=0) == grouped.sample(5, seed=0)
 
 
-# The weights in each pipeline's layout, written from the layouts' descriptions (liftpy.nn.conv.WEIGHT_LAYOUTS,
-# which the export notes quote) for OIHW w and κ kernels per group
-WEIGHTS_FOR = {
-    "ohwi": lambda w, κ: w.transpose(0, 2, 3, 1),
-    "grouped-hwc": lambda w, κ: w.transpose(0, 2, 3, 1).reshape(w.shape[0] // κ, κ, -1).transpose(0, 2, 1),
-    "grouped-chw": lambda w, κ: w.reshape(w.shape[0] // κ, κ, -1).transpose(0, 2, 1),
-}
-
-# (input C x H x W, kernels K x kh x kw, stride, padding, batch, algorithm): as the command is given them,
-# an int standing for both directions (stride) or all four sides (padding)
+# (input C x H x W, kernels K x kh x kw, stride, padding, batch): as the command is given them, an int standing
+# for both directions (stride) or all four sides (padding)
 CONV_COMMANDS = [
-    pytest.param((8, 12, 10), (8, 3, 3), 1, 1, 1, None, id="default"),
-    pytest.param((8, 12, 10), (8, 3, 3), 1, 1, 1, "direct", id="direct"),
-    pytest.param((5, 9, 11), (6, 3, 2), (2, 1), (1, 0, 2, 1), 2, "rows-nocopy", id="rows-nocopy-batch-2-uneven"),
-    pytest.param((4, 7, 8), (4, 2, 3), (1, 2), (0, 1, 1, 0), 2, "direct-chw", id="direct-chw-batch-2-uneven"),
-    pytest.param((3, 8, 7), (4, 3, 3), 2, 1, 1, "derived-direct", id="derived-direct"),
+    pytest.param((8, 12, 10), (8, 3, 3), 1, 1, 1, id="default"),
+    pytest.param((5, 9, 11), (6, 3, 2), (2, 1), (1, 0, 2, 1), 2, id="batch-2-uneven"),
+    pytest.param((4, 7, 8), (4, 2, 3), (1, 2), (0, 1, 1, 0), 2, id="batch-2-uneven-kernel"),
 ]
 
 
@@ -236,10 +217,10 @@ def _run_host_script(host_dir, data_dir, inputs, output):
     return np.load(output)
 
 
-@pytest.mark.parametrize("shape, kernels, stride, padding, batch, algorithm", CONV_COMMANDS)
-def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, algorithm):
+@pytest.mark.parametrize("shape, kernels, stride, padding, batch", CONV_COMMANDS)
+def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch):
     """The command runs a layer and writes its kernels and a host script; the host script, run on its own
-    on inputs in the pipeline's layouts, computes the convolution."""
+    on inputs in PyTorch's layouts (the program relays them itself), computes the convolution."""
     import ast
     import re
 
@@ -251,18 +232,16 @@ def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, 
     out_dir = tmp_path / "out"
     arguments = ["--input", text(shape, "x"), "--kernels", text(kernels, "x"), "--stride", text(stride, "x"),
                  "--padding", text(padding, ","), "--batch", str(batch)]
-    arguments += ["--algorithm", algorithm] if algorithm else []
     assert main(["conv", *arguments, "--repeat", "2", "-o", str(out_dir)]) == 0
     out = capsys.readouterr().out
     assert "GFLOP/s" in out and "im2col" in out and "of the float32 tolerance" in out
     assert (out_dir / "host.py").exists() and list(out_dir.glob("*.cl"))
     notes = (out_dir / "README.txt").read_text()  # how to feed the host script
     assert "inputs (float32 .npy)" in notes and "configuration:" in notes
-    # the command prints the pipeline and configuration it chose (from a tuning database, or the default)
-    chosen = re.search(r"^algorithm (\S+), configuration (\{[^}]*\}), device", out, re.M)
+    # the command prints the configuration it chose (from a tuning database, or the route's default)
+    chosen = re.search(r"^automatic route, configuration (\{[^}]*\}), device", out, re.M)
     assert chosen, out
-    chosen_algorithm, config = chosen.group(1), ast.literal_eval(chosen.group(2))
-    assert chosen_algorithm == (algorithm or "route")
+    assert {"parallel", "pad_copy"} <= set(ast.literal_eval(chosen.group(1)))
 
     (c, h, w), (k, kh, kw) = shape, kernels
     stride = (stride, stride) if isinstance(stride, int) else stride
@@ -270,23 +249,9 @@ def test_conv_command(tmp_path, capsys, shape, kernels, stride, padding, batch, 
     rng = np.random.default_rng(11)
     x, weights, bias = random_layer_arrays(rng, batch, c, h, w, k, kh, kw)
     expected = conv2d_nchw(x, weights, bias, stride, padding)
-    if chosen_algorithm == "route":  # the high-level program takes PyTorch's layouts and relays them itself
-        got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": weights, "biases": bias}, tmp_path / "y.npy")
-        assert got.size == expected.size
-        assert_matches(got.reshape(expected.shape), expected)
-        return
-    arranged = WEIGHTS_FOR[ALGORITHMS[chosen_algorithm].weights](weights, config.get("κ", 1))
-    if chosen_algorithm in ("derived", "derived-direct"):  # listing 3's layouts, one image (H x W x C) a run
-        got = np.stack([_run_host_script(out_dir, tmp_path, {"inputData": image.transpose(1, 2, 0),
-                                                             "kernelsWeights": arranged, "kernelsBiases": bias},
-                                         tmp_path / f"y{i}.npy")
-                        for i, image in enumerate(x)])
-    else:  # NCHW images; the output is N*K planes
-        got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": arranged, "biases": bias},
-                               tmp_path / "y.npy")
-        assert got.shape == (batch * k, *expected.shape[2:])
-        got = got.reshape(expected.shape)
-    assert_matches(got, expected)
+    got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": weights, "biases": bias}, tmp_path / "y.npy")
+    assert got.size == expected.size
+    assert_matches(got.reshape(expected.shape), expected)
 
 
 def test_conv_command_refuses_a_bad_shape(capsys):

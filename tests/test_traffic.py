@@ -40,7 +40,7 @@ def test_a_prepared_layer_counts_only_the_kernels_each_call_runs():
     config = {"parallel": 3, "unroll": 1, "vector": 16, "vector_outer": 2, "reorder": 1, "block.kernelWeights": 16,
               "block.window": 12, "chunk": 0, "local_memory": 0, "local_size": 0, "pad_copy": 0, "partial": 0,
               "sequential_outer": 0}
-    plan = conv.plan(layer, config, algorithm="route")
+    plan = conv.plan(layer, config)
     bound = plan.bind(np.ones((16, 16, 3, 3), np.float32), None)
     assert bound.program.hoisted == ("conv2d_weightsT",)
     (per_call,) = [p for p, _ in bound.program.kernels]

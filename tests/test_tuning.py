@@ -1,4 +1,5 @@
-"""The auto-tuner: trials measured in a worker, stored as they finish, resumable, wrong results never chosen."""
+"""The auto-tuner on convolution layers (their program through the automatic route): trials measured in a
+worker, stored as they finish, resumable, wrong results never chosen."""
 
 import json
 import os
@@ -18,6 +19,7 @@ from liftpy.cli import main
 from liftpy.tuning import TuningDB
 from liftpy.tuning.report import pareto_front
 
+from .faults import faulty
 from .reference import conv2d_hwc
 
 SMALL = dict(input_shape=(8, 12, 12), kernel_shape=(8, 3, 3), stride=1, padding=1)
@@ -25,7 +27,7 @@ SMALL_ARGS = ["--input", "8x12x12", "--kernels", "8x3x3", "--padding", "1"]
 
 
 def rows(db_path):
-    """(pipeline and configuration, status, cause, time, error, memory, source hashes) of every trial."""
+    """(algorithm and configuration, status, cause, time, error, memory, source hashes) of every trial."""
     with sqlite3.connect(db_path) as conn:
         return conn.execute("SELECT algorithm || ' ' || config, status, cause, time_ms, max_error, memory_bytes, "
                             "source_hashes FROM trials").fetchall()
@@ -33,32 +35,32 @@ def rows(db_path):
 
 def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
     db = tmp_path / "t.sqlite"
-    first = liftpy.tune(SMALL, trials=6, db=db, seed=1, repeat=2, progress=False)
+    first = liftpy.tune(SMALL, trials=6, db=db, seed=1, repeat=2, progress=False).trials
     assert len(first) == 6
     for t in first:
         assert t.status == "ok" and t.time_ms > 0 and t.max_error <= 1 and t.memory_bytes > 0
     assert all(json.loads(r[6]) for r in rows(db))  # kernel source hashes stored
-    again = liftpy.tune(SMALL, trials=9, db=db, seed=1, repeat=2, progress=False)
+    again = liftpy.tune(SMALL, trials=9, db=db, seed=1, repeat=2, progress=False).trials
     trials = [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in again]
     assert len(again) == 9 and len(set(trials)) == 9  # three new trials, none repeated
     assert trials[:6] == [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in first]
 
 
-@pytest.mark.parametrize("fault", ["leave_first_row_unwritten", "drop_last_window_term", "write_a_row_twice"])
+@pytest.mark.parametrize("fault", ["first_work_item_returns", "drop_last_reduction_step", "scale_the_output"])
 def test_planted_faults_are_recorded_as_wrong_and_never_chosen(tmp_path, fault):
-    """Kernels that skip outputs, miss a term of every window, or write one row twice (tests/faults.py: the
-    configurations with an even σ) are caught by the check -- on fresh inputs, in buffers filled with NaN,
-    at the float32 tolerance of the reduction's length -- and never chosen."""
+    """Kernels that skip outputs, miss the last step of every reduction, or write every output 0.1% too large
+    (tests/faults.py: half of the configurations) are caught by the check -- on fresh inputs, in buffers filled
+    with NaN, against the naive route -- and never chosen."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=8, db=db, seed=3, repeat=1, progress=False, algorithm="direct",
-                         fault=f"tests.faults:{fault}", confirm=2)
-    faulty = [t for t in trials if t.config["σ"] % 2 == 0]
-    sound = [t for t in trials if t.config["σ"] % 2 == 1]
-    assert faulty and sound, "the sample should hold both even and odd σ"
-    assert all(t.status == "wrong" and "differs from the reference" in t.cause for t in faulty)
+    trials = liftpy.tune(SMALL, trials=10, db=db, seed=3, repeat=1, progress=False,
+                         fault=f"tests.faults:{fault}", confirm=2).trials
+    wrong = [t for t in trials if faulty(t.config)]
+    sound = [t for t in trials if not faulty(t.config)]
+    assert wrong and sound, "the trials should hold both faulty and sound configurations"
+    assert all(t.status == "wrong" and "differs from the naive route's" in t.cause for t in wrong)
     assert all(t.status == "ok" and t.max_error <= 1 for t in sound)
-    best = TuningDB(db).best(nn.make_layer(**SMALL))
-    assert best.config["σ"] % 2 == 1 and best.status == "ok"
+    best = TuningDB(db).best(nn.route_task(nn.make_layer(**SMALL)))
+    assert not faulty(best.config) and best.status == "ok"
 
 
 def test_the_check_tolerance_grows_with_the_reduction_length():
@@ -79,17 +81,20 @@ def test_the_check_tolerance_grows_with_the_reduction_length():
 
 
 def test_every_trial_is_checked_on_inputs_of_its_own(tmp_path):
-    from liftpy.tuning.measure import trial_inputs
+    from liftpy.interpreter import random_inputs
 
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=4, db=db, seed=0, repeat=1, progress=False, confirm=0)
+    trials = liftpy.tune(SMALL, trials=4, db=db, seed=0, repeat=1, progress=False, confirm=0).trials
     seeds = [t.check_seed for t in trials]
     assert None not in seeds and len(set(seeds)) == len(seeds)
-    first = [a for a in trial_inputs(nn.make_layer(**SMALL), seeds[0])]
-    again = [a for a in trial_inputs(nn.make_layer(**SMALL), seeds[0])]
-    other = [a for a in trial_inputs(nn.make_layer(**SMALL), seeds[1])]
-    assert all(np.array_equal(a, b) for a, b in zip(first, again))  # recorded: the check can be repeated
-    assert not np.array_equal(first[0], other[0])
+    task = nn.route_task(nn.make_layer(**SMALL))
+
+    def inputs(seed):
+        return random_inputs(task.load(), task.size_map, seed, task.function)
+
+    first, again, other = inputs(seeds[0]), inputs(seeds[0]), inputs(seeds[1])
+    assert all(np.array_equal(first[k], again[k]) for k in first)  # recorded: the check can be repeated
+    assert not np.array_equal(first["input"], other["input"])
 
 
 def test_a_checked_run_sees_only_what_it_wrote():
@@ -97,27 +102,32 @@ def test_a_checked_run_sees_only_what_it_wrote():
     there, whatever an earlier run left in the same memory."""
     from liftpy.runtime import Executable
 
-    from .faults import leave_first_row_unwritten
+    from .faults import first_work_item_returns
 
     layer = nn.make_layer(**SMALL)
-    plan = nn.plan(layer, {"σ": 4, "κ": 8, "v": 8}, algorithm="direct")
+    plan = nn.plan(layer, next(c for c in nn.conv_space(layer).sample(20, seed=0) if faulty(c)))
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
-    faulty = Executable(leave_first_row_unwritten(plan.config, plan.executable.generated), plan.executable.device)
-    program = faulty.prepare(plan.constants(w, None))
-    output = program.run({"input": x}, poison=True).output.reshape(1, 8, 12, 12)
-    assert np.isnan(output[:, :, 0, :]).all() and not np.isnan(output[:, :, 1:, :]).any()
+    sound = plan.executable.prepare(plan.constants(w, None)).run({"input": x}).output
+    broken = Executable(first_work_item_returns(plan.config, plan.executable.generated), plan.executable.device)
+    program = broken.prepare(plan.constants(w, None))
+    program.run({"input": x})  # the whole output written once: the next run's buffer holds right answers
+    output = program.run({"input": x}, poison=True).output
+    unwritten = np.isnan(output)
+    assert unwritten.any() and not unwritten.all()  # the first work-item's outputs, and only those
+    assert np.array_equal(output[~unwritten], sound[~unwritten])
 
 
 def test_hung_trials_are_recorded_and_the_search_goes_on(tmp_path):
     """A kernel that never ends is killed after the time limit, counted from when the (started, ready)
     worker receives the job; the next trial runs in a fresh worker."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=4, db=db, seed=3, repeat=1, progress=False, algorithm="direct",
-                         timeout=5, fault="tests.faults:hang", confirm=0)
-    hung = [t for t in trials if t.config["σ"] % 2 == 0]
+    trials = liftpy.tune(SMALL, trials=6, db=db, seed=3, repeat=1, progress=False, timeout=5,
+                         fault="tests.faults:hang", confirm=0).trials
+    hung = [t for t in trials if faulty(t.config)]
     assert hung and all(t.status == "timeout" and "no result after 5 s" in t.cause for t in hung)
-    assert all(t.status == "ok" for t in trials if t.config["σ"] % 2 == 1)
+    assert any(not faulty(t.config) for t in trials)
+    assert all(t.status == "ok" for t in trials if not faulty(t.config))
 
 
 def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, capsys, monkeypatch):
@@ -181,10 +191,10 @@ def test_report_export_and_default_configuration(tmp_path, capsys):
 
     # conv2d without a configuration uses the best one the database knows
     layer = nn.make_layer(**SMALL)
-    best = TuningDB(db).best(layer)
-    assert nn.plan(layer, db=db).config == best.config
+    best = TuningDB(db).best(nn.route_task(layer))
+    assert nn.plan(layer, db=db).config == nn.route_task(layer).complete(best.config)
 
-    # the exported pipeline runs on its own and matches the reference
+    # the exported program runs on its own, on PyTorch's layouts, and matches the reference
     out_dir = tmp_path / "best"
     assert main(["export", "--db", str(db), *SMALL_ARGS, "-o", str(out_dir)]) == 0
     capsys.readouterr()
@@ -192,7 +202,8 @@ def test_report_export_and_default_configuration(tmp_path, capsys):
     x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
-    prepared = nn.plan(layer, best.config, algorithm=best.algorithm).prepare(x, w, b)
+    prepared = nn.plan(layer, best.config).prepare(x, w, b)
+    assert set(prepared) == {"input", "weights", "biases"} and prepared["weights"].shape == w.shape
     for name, array in prepared.items():
         np.save(tmp_path / f"{name}.npy", array)
     result = subprocess.run(
@@ -208,17 +219,19 @@ def test_report_export_and_default_configuration(tmp_path, capsys):
 
 
 def test_network_report_against_baselines(tmp_path, capsys):
-    """The per-layer table and figure, from recorded trials and baselines (numbers put in by the test)."""
+    """The per-layer table and figure, from recorded trials of the layers' program and baselines (numbers put
+    in by the test)."""
     db = TuningDB(tmp_path / "t.sqlite")
     device = {"name": "test device", "driver": "1", "platform": "test"}
     for i, layer in enumerate(nn.VGG16.values()):
-        db.record(layer, "direct", {"σ": 4, "κ": 8, "v": 8}, device,
+        db.record(nn.route_task(layer), "route", {"parallel": 2, "block.window": 4}, device,
                   {"status": "ok", "time_ms": 10.0 + i, "memory_bytes": 2**20 * (i + 1), "max_error": 1e-6})
         db.record_baseline(layer, "test device", "naive OpenCL", 200.0 + i, None)
     db.close()
     assert main(["report", "--db", str(tmp_path / "t.sqlite"), "--network", "vgg16", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "vgg16.24" in out and "naive OpenCL ms" in out and "total" in out
+    assert "vgg16.24" in out and "naive OpenCL ms" in out and "total" in out and "not tuned" not in out
+    assert "   10.000" in out and "   18.000" in out  # the first and the last layer's best
     assert (tmp_path / "throughput-vgg16.png").exists()
 
 
@@ -228,17 +241,18 @@ def test_a_trial_measured_again_outranks_a_faster_one_timed_once(tmp_path, capsy
     from liftpy.tuning.db import ranked
 
     layer = nn.make_layer(**SMALL)
+    task = nn.route_task(layer)
     db = TuningDB(tmp_path / "t.sqlite")
     device = {"name": "test device", "driver": "1", "platform": "test"}
-    lucky, steady = {"σ": 4, "κ": 8, "v": 8}, {"σ": 2, "κ": 8, "v": 8}
-    db.record(layer, "direct", lucky, device, {"status": "ok", "time_ms": 8.0, "max_error": 0.1})
-    db.record(layer, "direct", steady, device, {"status": "ok", "time_ms": 9.0, "max_error": 0.1})
-    db.remeasured(layer, "direct", steady, "test device",
+    lucky, steady = nn.conv_space(layer).sample(2, seed=1)
+    db.record(task, "route", lucky, device, {"status": "ok", "time_ms": 8.0, "max_error": 0.1})
+    db.record(task, "route", steady, device, {"status": "ok", "time_ms": 9.0, "max_error": 0.1})
+    db.remeasured(task, "route", steady, "test device",
                   [{"status": "ok", "time_ms": t, "times_ms": [t]} for t in (9.5, 9.1, 9.3)])
-    best = db.best(layer)
-    assert best.config == steady and best.time_ms == 9.3 and best.measured_again
-    assert nn.conv.best_trial(db, layer, "test device", "direct").config == steady
-    assert [t.config for t in ranked(db.trials(layer))] == [steady, lucky]
+    best = db.best(task)
+    assert task.complete(best.config) == task.complete(steady) and best.time_ms == 9.3 and best.measured_again
+    assert nn.conv.best_trial(db, layer, "test device").config == best.config
+    assert [t.time_ms for t in ranked(db.trials(task))] == [9.3, 8.0]
     db.close()
     assert main(["report", "--db", str(tmp_path / "t.sqlite"), *SMALL_ARGS, "-o", str(tmp_path)]) == 0
     table = [line.split() for line in capsys.readouterr().out.splitlines() if line[:4].strip() in ("1", "2")]
@@ -295,15 +309,19 @@ def test_pareto_front():
     assert pareto_front(points) == [0, 1, 3]
 
 
-def test_the_pareto_figure_tells_a_sums_chunks_in_memory_apart():
+def test_the_pareto_figure_tells_the_memory_choices_apart():
+    """Its colours: a sum's chunks in memory, then how the padding is read where the program pads (trials
+    that differ in it), else the blocked levels."""
     from liftpy.tuning.db import Trial
     from liftpy.tuning.report import _group
 
     def trial(**config):
-        return Trial("k", "", "route", {"chunk": 0, "block.window": 1, **config}, "d", "ok", "", 1.0, 1, 0.0, {}, 1.0)
+        return Trial("k", "", "route", {"pad_copy": 0, "chunk": 0, "block.window": 1, **config}, "d", "ok", "", 1.0,
+                     1, 0.0, {}, 1.0)
 
-    assert _group(trial(chunk=16)) == "chunks' sums in memory"
-    assert _group(trial(**{"block.window": 4})) == "blocks window" and _group(trial()) == "no block"
+    assert _group(trial(chunk=16, pad_copy=1), True) == "chunks' sums in memory"
+    assert _group(trial(pad_copy=1), True) == "padding copied" and _group(trial(), True) == "padding read through the view"
+    assert _group(trial(**{"block.window": 4}), False) == "blocks window" and _group(trial(), False) == "no block"
 
 
 def test_refusing_a_bad_database(tmp_path):
@@ -314,7 +332,7 @@ def test_refusing_a_bad_database(tmp_path):
 
 def test_far_slower_configurations_are_timed_once(tmp_path):
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0)
+    trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0).trials
     once = [t for t in trials if "timed once" in t.cause]
     assert once, "with a cutoff of 1x the best, slower configurations are timed once"
     assert all(t.status == "ok" and t.max_error <= 1 for t in once)  # still checked against the reference
@@ -326,7 +344,7 @@ def test_far_slower_configurations_are_timed_once(tmp_path):
 def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
     db = tmp_path / "t.sqlite"
     # no cutoff: a tiny kernel's first run can jitter past 10x the best and be timed once
-    trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None)
+    trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
     assert len([t for t in trials if t.status == "ok"]) == 6
     again = [t for t in trials if "measured again" in t.cause]
     assert 2 <= len(again) <= 6  # the fastest two not measured yet, a pass, until the fastest is one of them
@@ -339,7 +357,7 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
         medians = [statistics.median(times[i:i + 2]) for i in (2, 4, 6)]
         assert t.time_ms == pytest.approx(statistics.median(medians), rel=1e-6)
     # a later run does not measure again what has been measured again (a trial newly among the fastest it does)
-    more = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None)
+    more = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
     assert {(t.algorithm, str(t.config), t.time_ms) for t in again} <= \
         {(t.algorithm, str(t.config), t.time_ms) for t in more if "measured again" in t.cause}
     with sqlite3.connect(db) as conn:

@@ -57,6 +57,18 @@ class ConvLayer:
         outputs = self.batch * self.kernels * self.out_height * self.out_width
         return outputs * (2 * self.group_channels * self.kernel_height * self.kernel_width)
 
+    def random_inputs(self, seed: int):
+        """Images (NCHW), weights (OIHW, scaled by the fan-in, as a trained layer's are) and biases for this
+        layer, float32, drawn from ``seed``."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((self.batch, self.channels, self.height, self.width)).astype(np.float32)
+        fan_in = self.group_channels * self.kernel_height * self.kernel_width
+        w = (rng.standard_normal(self.weight_shape) / np.sqrt(fan_in)).astype(np.float32)
+        b = rng.standard_normal(self.kernels).astype(np.float32)
+        return x, w, b
+
     def scaled(self, factor: int, min_channels: int = 1) -> "ConvLayer":
         """A smaller layer of the same kind (for fast tests): channels, kernels and spatial sizes divided (the
         groups kept where they still divide both)."""

@@ -1,9 +1,9 @@
-"""Auto-tuning: measured search over a layer's or a program's configurations, a tuning database, reports and
-exports."""
+"""Auto-tuning: measured search over a program's configurations in the automatic route's space (a convolution
+layer's program included), a tuning database, reports and exports."""
 
 from .db import TuningDB, default_db_path
 from .program import ProgramTask
-from .search import LocalSearchSampler, RandomSampler, Sampler, Tuned, resolve_layer, tune, tune_program
+from .search import LocalSearchSampler, Sampler, Tuned, resolve_layer, tune, tune_program, tune_task
 
-__all__ = ["tune", "tune_program", "Tuned", "ProgramTask", "TuningDB", "RandomSampler", "LocalSearchSampler", "Sampler", "default_db_path",
-           "resolve_layer"]
+__all__ = ["tune", "tune_program", "tune_task", "Tuned", "ProgramTask", "TuningDB", "LocalSearchSampler", "Sampler",
+           "default_db_path", "resolve_layer"]

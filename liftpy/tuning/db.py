@@ -63,9 +63,10 @@ CREATE TABLE IF NOT EXISTS baselines (
 
 
 class Subject(Protocol):
-    """What the tuner tunes: a convolution layer (:class:`liftpy.nn.layers.ConvLayer`) or a program at given
-    sizes (:class:`liftpy.tuning.program.ProgramTask`). ``key`` is its identity in the database (a layer's
-    shape, a program's structure and sizes), ``label`` a readable name kept beside it."""
+    """What the tuner tunes: a program at given sizes (:class:`liftpy.tuning.program.ProgramTask`; a
+    convolution layer is its program's). ``key`` is its identity in the database (a program's structure and
+    sizes; in databases written before the hand-written pipelines were retired, also a layer's shape:
+    :class:`liftpy.nn.layers.ConvLayer`), ``label`` a readable name kept beside it."""
 
     @property
     def key(self) -> str: ...

@@ -1,10 +1,9 @@
 """Measuring configurations in a worker process that can be killed and restarted.
 
-A trial generates the pipeline for one configuration, builds it, runs it once on inputs drawn for that trial
-(seeded by it, recorded) with its output and intermediate buffers filled with NaN, checks that output
-against the float64 reference at the float32 tolerance of the layer's reduction length
-(:func:`liftpy.nn.reference.conv2d_tolerance`), then times it (warm-up, then repeats; the median of the
-summed profiling-event times of all its kernels).
+A trial (:func:`liftpy.tuning.program.run_program_job`) lowers one configuration of the automatic route, builds
+it, runs it once on inputs drawn for that trial (seeded by it, recorded) with its output and intermediate
+buffers filled with NaN, checks that output against the naive route's on the same inputs, then times it
+(warm-up, then repeats; the median of the summed profiling-event times of all its kernels).
 
 A build failure, a runtime error, a wrong result, a run past the time limit or a crash of the OpenCL runtime
 is a fault of the device or of the configuration: a recorded failure with its cause, and the search goes on
@@ -15,7 +14,6 @@ with a fresh worker when needed. A Python exception inside liftpy is a bug: the 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import importlib
 import multiprocessing
@@ -24,14 +22,10 @@ import time
 import traceback
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..nn.layers import ConvLayer
-
 
 @dataclass(frozen=True)
 class Job:
-    #: what is tuned: a ConvLayer, or a ProgramTask (see liftpy.tuning.db.Subject)
+    #: what is tuned: a ProgramTask (see liftpy.tuning.db.Subject)
     subject: object
     algorithm: str
     config: dict
@@ -46,25 +40,14 @@ class Job:
     seed: int = 0
 
 
-def check_seed(layer, algorithm: str, config: dict, search_seed: int = 0, measurement: int = 0) -> int:
+def check_seed(subject, algorithm: str, config: dict, search_seed: int = 0, measurement: int = 0) -> int:
     """The seed of a trial's inputs: every trial (and every later measurement of it) is checked on inputs of
     its own, so that a kernel cannot pass on what an earlier trial left in memory, and the seed is recorded
     with the trial so that its check can be repeated."""
     from .db import config_key
 
-    text = f"{layer.key}|{algorithm}|{config_key(config)}|{search_seed}|{measurement}"
+    text = f"{subject.key}|{algorithm}|{config_key(config)}|{search_seed}|{measurement}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
-
-
-def trial_inputs(layer: ConvLayer, seed: int):
-    """A layer's images, weights (scaled by the fan-in, as a trained layer's are) and biases, drawn afresh."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((layer.batch, layer.channels, layer.height, layer.width)).astype(np.float32)
-    fan_in = layer.channels * layer.kernel_height * layer.kernel_width
-    w = (rng.standard_normal((layer.kernels, layer.channels, layer.kernel_height, layer.kernel_width))
-         / np.sqrt(fan_in)).astype(np.float32)
-    b = rng.standard_normal(layer.kernels).astype(np.float32)
-    return x, w, b
 
 
 def planted(job: Job, executable):
@@ -99,62 +82,11 @@ def trial_result(job: Job, start: float, error: float, timed_once: bool, result,
     }
 
 
-def run_job(job: Job, device) -> dict:
-    """One trial, in the current process: generate, build, run once on inputs drawn for it with the output
-    and intermediate buffers filled with NaN, check against the float64 reference (conv2d_error), then time.
-
-    Failures of the device or of the configuration are results (build_error, runtime_error, invalid,
-    codegen_error, wrong); any other exception is a bug in liftpy and propagates."""
-    import pyopencl as cl
-
-    from ..errors import ConstraintError, DeviceError, LiftError
-    from ..nn import conv
-    from ..nn.reference import conv2d_error
-    from .program import ProgramTask, run_program_job
-
-    if isinstance(job.subject, ProgramTask):
-        return run_program_job(job, device)
-
-    start = time.perf_counter()
-    x, w, b = trial_inputs(job.subject, job.seed)
-
-    def failed(status: str, cause: str, **more) -> dict:
-        return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
-                "check_seed": job.seed, **more}
-
-    try:
-        plan = conv.plan(job.subject, job.config, device=device, algorithm=job.algorithm)
-        if job.fault:
-            plan = dataclasses.replace(plan, executable=planted(job, plan.executable), checked=False)
-        bound = plan.bind(w, b)
-    except DeviceError as e:
-        return failed("build_error", e.message)
-    except ConstraintError as e:  # the worker's device (or liftpy version) rules the configuration out
-        return failed("invalid", e.message)
-    except LiftError as e:
-        return failed("codegen_error", e.message)
-    except cl.Error as e:  # the device refused a buffer for the weights (out of resources, say)
-        return failed("runtime_error", f"OpenCL: {e}")
-    hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in plan.sources.items()}
-    try:
-        checked = bound.run(x, check=False, poison=True)
-        error = conv2d_error(checked.output, x, w, b, job.subject.stride, job.subject.padding, job.subject.dilation,
-                             job.subject.groups)
-        timed_once = job.cutoff_ms is not None and checked.kernel_ms > job.cutoff_ms
-        result = checked if timed_once else bound.run(x, repeat=job.repeat, warmup=job.warmup, check=False)
-    except DeviceError as e:
-        return failed("build_error" if "build" in e.message else "runtime_error", e.message, source_hashes=hashes)
-    except cl.Error as e:  # the device refused a buffer or a command (out of resources, say)
-        return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
-    return trial_result(job, start, error, timed_once, result, result.stage_ms, "the reference",
-                        "the float32 tolerance", plan.memory_bytes, hashes, bound.program.moved_bytes)
-
-
 def _worker(conn, device_spec):
     from ..runtime import get_device
 
     device = get_device(device_spec)
-    from ..nn import conv  # noqa: F401  (imported before "ready": a job's time limit counts the job only)
+    from . import program  # imported before "ready": a job's time limit counts the job only
 
     conn.send("ready")
     while True:
@@ -165,7 +97,7 @@ def _worker(conn, device_spec):
         if job is None:
             return
         try:
-            conn.send(run_job(job, device))
+            conn.send(program.run_program_job(job, device))
         except Exception:  # a bug in liftpy, not a fault of the device: the tuner stops and saves the traceback
             conn.send({"status": "bug", "cause": traceback.format_exc()})
 

@@ -79,7 +79,7 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
     from ..nn.conv import best_trial
 
     for name, layer in NETWORKS[network].items():
-        best = best_trial(db, layer, device)  # the best of the automatic route and the hand-written pipelines
+        best = best_trial(db, layer, device)  # its program's best through the automatic route
         baselines = db.baselines(layer, best.device if best else device or "")
         for b in baselines:
             if b not in baseline_names:
@@ -134,14 +134,23 @@ def _pyplot():
     return plt
 
 
-def _group(t: Trial) -> str:
-    """A trial's colour in the figure: its pipeline, or for the route a sum whose chunks' sums go to memory (the
-    paper's two kernels: the memory end of its figure 6), else the levels it blocks."""
-    blocked = [k.split(".", 1)[1] for k, v in t.config.items() if k.startswith("block.") and v > 1]
+#: how a route's trial reads the padding (its ``pad_copy``), the choice that moves it along the memory axis
+PADDING_READS = {0: "padding read through the view", 1: "padding copied", 2: "padding copied rotated",
+                 3: "padding view, branch-free"}
+
+
+def _group(t: Trial, by_padding: bool) -> str:
+    """A trial's colour in the figure: for the route, a sum whose chunks' sums go to memory (the paper's two
+    kernels: the memory end of its figure 6), else how it reads the padding ``by_padding`` (where the program
+    pads: the copy costs memory, the view tests at each read), else the levels it blocks; a pipeline of a
+    database written before they were retired, its name."""
     if t.algorithm != ROUTE:
         return t.algorithm
     if t.config.get("chunk"):
         return "chunks' sums in memory"
+    if by_padding:
+        return PADDING_READS.get(t.config.get("pad_copy", 0), f"pad_copy {t.config.get('pad_copy')}")
+    blocked = [k.split(".", 1)[1] for k, v in t.config.items() if k.startswith("block.") and v > 1]
     return "blocks " + " x ".join(blocked) if blocked else "no block"
 
 
@@ -150,9 +159,10 @@ def _pareto_figure(ok: list[Trial], layer, path: Path):
     points = [(t.time_ms, (t.memory_bytes or 0) / 2**20) for t in ok]
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
-    for algorithm in dict.fromkeys(_group(t) for t in ok):  # one colour per pipeline (route: per structure)
-        mine = [p for p, t in zip(points, ok) if _group(t) == algorithm]
-        ax.scatter([p[0] for p in mine], [p[1] for p in mine], s=10, alpha=0.5, label=algorithm)
+    by_padding = len({t.config.get("pad_copy", 0) for t in ok if t.algorithm == ROUTE}) > 1  # the program pads
+    for group in dict.fromkeys(_group(t, by_padding) for t in ok):  # one colour per group
+        mine = [p for p, t in zip(points, ok) if _group(t, by_padding) == group]
+        ax.scatter([p[0] for p in mine], [p[1] for p in mine], s=10, alpha=0.5, label=group)
     fx = [points[i][0] for i in front]
     fy = [points[i][1] for i in front]
     ax.step(fx, fy, where="post", color="crimson", label="Pareto front")

@@ -1,10 +1,10 @@
-"""The auto-tuner: measured search over a layer's valid configurations (the paper's sections 5-6).
+"""The auto-tuner: measured search over a program's configurations in the automatic route's space (the paper's
+sections 5-6), a convolution layer being its program ``liftpy/nn/conv2d.lift`` at the layer's sizes.
 
-The search strategy and the measuring are decoupled: a *sampler* proposes configurations (the paper's
-method: random valid configurations, no duplicates -- :class:`RandomSampler`; for programs' route spaces, random
-trials then a local search around the best -- :class:`LocalSearchSampler`); a model-guided sampler plugs in with
-the same two methods. Every trial is measured in a worker process and stored in the tuning
-database as soon as it finishes; running the same search again resumes it, skipping what is measured.
+The search strategy and the measuring are decoupled: a *sampler* proposes configurations (random trials, then a
+local search around the best -- :class:`LocalSearchSampler`); a model-guided sampler plugs in with the same two
+methods. Every trial is measured in a worker process and stored in the tuning database as soon as it finishes;
+running the same search again resumes it, skipping what is measured.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 
 from ..errors import InputError
-from ..nn.conv import ALGORITHMS, TUNED_ALGORITHMS, conv_space, default_config, make_layer
 from ..nn.layers import ConvLayer, layer as named_layer
 from .db import Trial, TuningDB, config_key, ranked
 from .measure import Job, Measurer, check_seed
+from .program import ROUTE, ProgramTask
 
 if TYPE_CHECKING:
-    from ..params import ParameterSpace
     from ..ir import Program
-    from .program import ProgramTask
 
 
 class Sampler(Protocol):
@@ -35,37 +33,6 @@ class Sampler(Protocol):
     def proposals(self) -> Iterator[tuple[str, dict[str, int]]]: ...
 
     def observe(self, algorithm: str, config: dict[str, int], result: dict) -> None: ...
-
-
-class RandomSampler:
-    """The paper's search: distinct random valid configurations from each pipeline's parameter space, seeded,
-    the pipelines taking turns; each pipeline's default configuration comes first, so the search never reports
-    worse than the defaults."""
-
-    def __init__(self, spaces: Mapping[str, ParameterSpace], seed: int = 0, pool: int = 10_000,
-                 first: Mapping[str, dict] | None = None):
-        self.spaces, self.seed, self.pool, self.first = dict(spaces), seed, pool, dict(first or {})
-
-    def _stream(self, algorithm: str):
-        first = self.first.get(algorithm)
-        if first is not None:
-            yield first
-        for config in self.spaces[algorithm].sample(self.pool, seed=self.seed):
-            if config != first:
-                yield config
-
-    def proposals(self):
-        streams = {algorithm: self._stream(algorithm) for algorithm in self.spaces}
-        while streams:
-            for algorithm in list(streams):
-                config = next(streams[algorithm], None)
-                if config is None:
-                    del streams[algorithm]  # that space is exhausted; the others go on
-                else:
-                    yield algorithm, config
-
-    def observe(self, algorithm, config, result):
-        pass
 
 
 class LocalSearchSampler:
@@ -146,6 +113,8 @@ class Progress:
 
 def resolve_layer(layer_or_shapes) -> ConvLayer:
     """A layer from a name (``"vgg16.7"``), a ConvLayer, or a dict of make_layer's arguments."""
+    from ..nn.conv import make_layer
+
     if isinstance(layer_or_shapes, ConvLayer):
         return layer_or_shapes
     if isinstance(layer_or_shapes, str):
@@ -171,10 +140,9 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
 
     report = Path(tempfile.gettempdir()) / f"liftpy-bug-{time.strftime('%Y%m%d-%H%M%S')}.txt"
     report.write_text(f"liftpy failed while preparing a tuning trial\ntuning: {job.subject.describe()}\n"
-                      f"algorithm: {job.algorithm}\nconfiguration: {job.config}\ninput seed: {job.seed}\n"
-                      f"database: {db_path}\n\n{result['cause']}")
+                      f"configuration: {job.config}\ninput seed: {job.seed}\ndatabase: {db_path}\n\n{result['cause']}")
     last = result["cause"].strip().splitlines()[-1]
-    raise InternalError(f"a bug in liftpy stopped the tuning of {job.subject.describe()} ({job.algorithm} {job.config}): "
+    raise InternalError(f"a bug in liftpy stopped the tuning of {job.subject.describe()} ({job.config}): "
                         f"{last}; the traceback is in {report} (please report it); the trials measured so far are "
                         f"saved in {db_path}", report)
 
@@ -183,15 +151,15 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
 CONFIRM_PASSES = 3
 
 
-def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer, algorithms, device: str,
-                        repeat: int, count: int, rounds: int, search_seed: int, db_path):
+def _measure_best_again(database: TuningDB, measurer: Measurer, task: ProgramTask, device: str, repeat: int,
+                        count: int, rounds: int, search_seed: int, db_path):
     """The ``count`` fastest correct trials not measured again yet, measured ``rounds`` more times, taking turns
     (see TuningDB.remeasured): the machine's speed drifts (other tenants, library threads), and a trial timed
     while it was fast must not win over one timed while it was slow. A trial measured again may now rank below
     one that was not: then the fastest of those are measured again in their turn, until the fastest trial is
     one measured again (at most :data:`CONFIRM_PASSES` passes)."""
     for _ in range(CONFIRM_PASSES):
-        ok = sorted((t for t in database.trials(layer, device, "ok") if t.algorithm in algorithms and t.time_ms),
+        ok = sorted((t for t in database.trials(task, device, "ok") if t.algorithm == ROUTE and t.time_ms),
                     key=lambda t: t.time_ms)
         if not ok or ok[0].measured_again:
             return
@@ -199,32 +167,11 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, layer: ConvLayer
         results: list[list[dict]] = [[] for _ in rivals]
         for round_ in range(1, rounds + 1):
             for trial, measured in zip(rivals, results):  # checked again, on inputs of this measurement's own
-                inputs_seed = check_seed(layer, trial.algorithm, trial.config, search_seed, round_)
-                job = Job(layer, trial.algorithm, trial.config, repeat, 1, seed=inputs_seed)
+                inputs_seed = check_seed(task, ROUTE, trial.config, search_seed, round_)
+                job = Job(task, ROUTE, trial.config, repeat, 1, seed=inputs_seed)
                 measured.append(_measured(measurer, job, db_path))
         for trial, measured in zip(rivals, results):
-            database.remeasured(layer, trial.algorithm, trial.config, device, measured)
-
-
-def resolve_algorithms(algorithm: str | Sequence[str] | None) -> tuple[str, ...]:
-    """None (the pipelines tuned by default), a name, comma-separated names, or a sequence of names."""
-    if algorithm is None:
-        return TUNED_ALGORITHMS
-    names = tuple(a.strip() for a in algorithm.split(",")) if isinstance(algorithm, str) else tuple(algorithm)
-    for name in names:
-        if name not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {name!r} (known: {', '.join(ALGORITHMS)})")
-    if not names:
-        raise InputError("no algorithm given")
-    return tuple(dict.fromkeys(names))
-
-
-def check_pipelines_can_compute(layer: ConvLayer) -> ConvLayer:
-    """The layer, if the hand-written pipelines compute it (they have no dilation or groups)."""
-    if layer.dilation != (1, 1) or layer.groups != 1:
-        raise InputError(f"{layer.describe()}: the hand-written pipelines have no dilation or groups; tune the "
-                         "layer through the automatic route (liftpy tune --layer ... without --algorithm)")
-    return layer
+            database.remeasured(task, ROUTE, trial.config, device, measured)
 
 
 def _check_budget(trials, repeat, confirm, timeout):
@@ -235,70 +182,50 @@ def _check_budget(trials, repeat, confirm, timeout):
         raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
 
 
-def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
-         algorithm: str | Sequence[str] | None = None, repeat: int = 5, timeout: float = 120.0,
-         progress: bool = True, sampler: Sampler | None = None, fault: str | None = None,
-         cutoff: float | None = 10.0, confirm: int = 4) -> list[Trial]:
-    """Measure up to ``trials`` configurations of a layer in total over the given pipelines (default
-    :data:`TUNED_ALGORITHMS`; those already in the database count), and return every trial of this layer,
-    device and these pipelines in the database. A configuration whose first run is more than ``cutoff`` times
-    slower than the best so far is timed once instead of ``repeat`` times (None: never). At the end the
-    ``confirm`` fastest correct trials are measured three times more, taking turns, and keep the median of these
-    three medians: on a shared machine speed drifts for seconds at a time (a trial timed during the search in a
-    fast phase measured 16.7 ms, then 50 and 66 ms beside its rivals), and the ranking must not follow it.
-
-    Every measurement is checked on inputs drawn for it (``liftpy.tuning.measure``); a wrong result is recorded
-    and never chosen. A bug in liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError`
-    with its traceback saved to a file; what was measured before stays in the database."""
-    layer = check_pipelines_can_compute(resolve_layer(layer_or_shapes))
-    algorithms = resolve_algorithms(algorithm)
-    _check_budget(trials, repeat, confirm, timeout)
-    if sampler is None:
-        spaces = {a: conv_space(layer, device=device, algorithm=a) for a in algorithms}
-        sampler = RandomSampler(spaces, seed, first={a: default_config(s, a) for a, s in spaces.items()})
-    return search(layer, algorithms, sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff,
-                  confirm)
-
-
-def search(subject, algorithms: Sequence[str], sampler: Sampler, trials: int, db, device, seed: int, repeat: int,
-           timeout: float, progress: bool = True, fault: str | None = None, cutoff: float | None = 10.0,
+def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: int, repeat: int, timeout: float,
+           progress: bool = True, fault: str | None = None, cutoff: float | None = 10.0,
            confirm: int = 4) -> list[Trial]:
-    """The measured search behind :func:`tune` and :func:`tune_program`, for any subject (a layer, a
-    program): the sampler's proposals measured in a worker, each stored as it finishes, resumed from the
-    database; the fastest measured again at the end."""
+    """The measured search behind :func:`tune_task`: the sampler's proposals measured in a worker, each
+    stored as it finishes, resumed from the database; the fastest measured again at the end.
+
+    A configuration whose first run is more than ``cutoff`` times slower than the best so far is timed once
+    instead of ``repeat`` times (None: never). At the end the ``confirm`` fastest correct trials are measured
+    three times more, taking turns, and keep the median of these three medians: on a shared machine speed
+    drifts for seconds at a time (a trial timed during the search in a fast phase measured 16.7 ms, then 50 and
+    66 ms beside its rivals), and the ranking must not follow it."""
     dev = device_record(device)
     database = TuningDB(db)
     # resumed: what an earlier run measured is not measured again, and the sampler knows its results (a
     # local search goes on from the best so far)
-    previous = [t for t in database.trials(subject, dev["name"]) if t.algorithm in algorithms]
-    measured = {(t.algorithm, config_key(subject.complete(t.config))) for t in previous}
+    previous = [t for t in database.trials(task, dev["name"]) if t.algorithm == ROUTE]
+    measured = {config_key(task.complete(t.config)) for t in previous}
     for t in previous:
         if t.status == "ok":
-            sampler.observe(t.algorithm, subject.complete(t.config), {"status": "ok", "time_ms": t.time_ms})
+            sampler.observe(ROUTE, task.complete(t.config), {"status": "ok", "time_ms": t.time_ms})
     todo = max(0, trials - len(measured))
-    known = [t for t in (database.best(subject, dev["name"], a) for a in algorithms) if t is not None]
-    best_ms = min(t.time_ms for t in known) if known else None
-    bar = Progress(todo, best_ms=best_ms, start=time.perf_counter(), enabled=progress)
+    known = database.best(task, dev["name"], ROUTE)
+    bar = Progress(todo, best_ms=known.time_ms if known is not None else None, start=time.perf_counter(),
+                   enabled=progress)
     measurer = Measurer(device, timeout)
     try:
-        for algorithm_name, config in sampler.proposals():
+        for _, config in sampler.proposals():
             if bar.done >= todo:
                 break
-            key = (algorithm_name, config_key(config))
+            key = config_key(config)
             if key in measured:
                 continue  # resumed: measured by an earlier run
             cutoff_ms = cutoff * bar.best_ms if cutoff is not None and bar.best_ms is not None else None
-            inputs_seed = check_seed(subject, algorithm_name, config, seed)
-            job = Job(subject, algorithm_name, config, repeat, 1, fault, cutoff_ms, inputs_seed)
+            inputs_seed = check_seed(task, ROUTE, config, seed)
+            job = Job(task, ROUTE, config, repeat, 1, fault, cutoff_ms, inputs_seed)
             result = _measured(measurer, job, db)
-            database.record(subject, algorithm_name, config, dev, result)
+            database.record(task, ROUTE, config, dev, result)
             measured.add(key)
-            sampler.observe(algorithm_name, config, result)
+            sampler.observe(ROUTE, config, result)
             bar.update(result)
         if confirm:
-            _measure_best_again(database, measurer, subject, algorithms, dev["name"], repeat, confirm, rounds=3,
-                                search_seed=seed, db_path=db)
-        return [t for t in database.trials(subject, dev["name"]) if t.algorithm in algorithms]
+            _measure_best_again(database, measurer, task, dev["name"], repeat, confirm, rounds=3, search_seed=seed,
+                                db_path=db)
+        return [t for t in database.trials(task, dev["name"]) if t.algorithm == ROUTE]
     finally:
         bar.finish()
         measurer.close()
@@ -310,7 +237,7 @@ class Tuned:
     """The best correct trial of a program: the low-level program it stands for, its configuration (every
     choice of the route), its time (median of the kernel events, ms) and every trial of the search."""
 
-    task: "ProgramTask"
+    task: ProgramTask
     program: "Program"
     config: dict
     time_ms: float
@@ -328,27 +255,46 @@ class Tuned:
         return compile_program(self.program, self.task.size_map, device, self.task.function)
 
 
-def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str | Path = "tuning.sqlite",
-                 device=None, seed: int = 0, function: str | None = None, constants: Sequence[str] = (),
-                 repeat: int = 5, timeout: float = 120.0, progress: bool = True, cutoff: float | None = 10.0,
-                 confirm: int = 4, sampler: Sampler | None = None, fault: str | None = None) -> Tuned:
-    """Tune any program through the automatic route (:mod:`liftpy.rewrite.route`): up to ``trials``
+def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
+              repeat: int = 5, timeout: float = 120.0, progress: bool = True, cutoff: float | None = 10.0,
+              confirm: int = 4, sampler: Sampler | None = None, fault: str | None = None) -> Tuned:
+    """Tune a program task through the automatic route (:mod:`liftpy.rewrite.route`): up to ``trials``
     configurations of its space in total (the route's starting points first: its default and one of each kind
-    of vectors; those in the database count), each
-    checked against the naive route, itself checked against the interpreter first. Returns the best."""
-    from .program import ROUTE, ProgramTask, check_reference
+    of vectors; those in the database count), each checked against the naive route, itself checked against the
+    interpreter first (see :mod:`liftpy.tuning.program`; a wrong result is recorded and never chosen; a bug in
+    liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError` with its traceback saved to
+    a file, what was measured before staying in the database). Returns the best."""
+    from .program import check_reference
 
     _check_budget(trials, repeat, confirm, timeout)
-    task = ProgramTask.make(path, sizes, function, constants)
     space = task.space(device)
     if progress:
         print(f"  space: {space.describe()}, {space.count()} configurations", file=sys.stderr)
     check_reference(task, device, seed)
     if sampler is None:
         sampler = LocalSearchSampler(ROUTE, space, trials, seed, first=space.starting_points())
-    found = search(task, (ROUTE,), sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff,
-                   confirm)
+    found = search(task, sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff, confirm)
     return best_of(task, found, space)
+
+
+def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str | Path = "tuning.sqlite",
+                 device=None, seed: int = 0, function: str | None = None, constants: Sequence[str] = (),
+                 **options) -> Tuned:
+    """Tune any program file at ``sizes`` (``function`` of it; ``constants``: its inputs that stay fixed across
+    calls) through the automatic route: :func:`tune_task`'s ``options``. Returns the best."""
+    task = ProgramTask.make(path, sizes, function, constants)
+    return tune_task(task, trials, db, device, seed, **options)
+
+
+def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
+         **options) -> Tuned:
+    """Tune a convolution layer (a name such as ``"vgg16.7"``, a ConvLayer, or make_layer's arguments as a
+    dict): its program, ``liftpy/nn/conv2d.lift`` at its sizes with its weights and biases constant, through
+    the automatic route (:func:`tune_task`'s ``options``). Returns the best; ``nn.Conv2d`` and ``nn.conv2d``
+    then find it in the database."""
+    from ..nn.conv import route_task
+
+    return tune_task(route_task(resolve_layer(layer_or_shapes)), trials, db, device, seed, **options)
 
 
 def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
