@@ -331,7 +331,6 @@ class PreparedProgram:
     def moved_bytes(self) -> int | None:
         """The global bytes a call's kernels ask for (:mod:`liftpy.codegen.traffic`; the hoisted ones left out),
         or None when a kernel came without its kernel IR."""
-
         if any(plan.ir is None for plan, _ in self.kernels):
             return None
         return sum((kernel_traffic(plan.ir) for plan, _ in self.kernels), NO_TRAFFIC).total

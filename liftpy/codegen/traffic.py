@@ -8,8 +8,8 @@ than one of 16 x 4 pixels, which reads the same weights seven times as often.
 
 Why it matters before a full analytic model exists: on a machine shared with other tenants, two kernels
 whose measured times cannot be told apart are not equally exposed to the others' use of the caches. VGG-16
-layer 19's route winner (16 x 4 block, 2216 MiB asked per call) ran 16.3 ms in the search's calm minutes and
-19.6 in later ones, where the 16 x 28 block (704 MiB) ran 17.3 and 16.8 (e04a4bd, Zen 4). The tuning database
+layer 19's route winner (16 x 4 block, 2210 MiB asked per call) ran 16.3 ms in the search's calm minutes and
+19.6 in later ones, where the 16 x 28 block (698 MiB) ran 17.3 and 16.8 (e04a4bd, Zen 4). The tuning database
 keeps each trial's figure, and :func:`liftpy.tuning.db.ranked` prefers the kernel moving less data among
 those the machine cannot tell apart.
 """
@@ -64,7 +64,7 @@ def kernel_traffic(kernel: Kernel) -> Traffic:
                         if isinstance(f, (MemRef, VLoad)) and f.mem.space == "global":
                             loads.add((f.mem, f.offset, f.width if isinstance(f, VLoad) else 1))
                 elif isinstance(s, (ParFor, SeqFor)):
-                    extents[s.var] = (getattr(s, "start", 0), s.extent)
+                    extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
                     nested += region(s.body, times * s.extent)
                 elif isinstance(s, (Unrolled, Produce)):
                     straight(s.body)

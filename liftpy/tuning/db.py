@@ -199,7 +199,7 @@ class TuningDB:
         self.conn.execute(
             "INSERT OR REPLACE INTO trials (layer, layer_name, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
-            "seconds, created, check_seed, moved_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "seconds, created, check_seed, moved_bytes) VALUES (" + ", ".join("?" * 20) + ")",
             (subject.key, subject.label, algorithm, config_key(config),
              device["name"], device["driver"], device["platform"], __version__, result["status"],
              result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
