@@ -283,6 +283,21 @@ def test_of_trials_the_machine_cannot_tell_apart_the_one_moving_less_data_ranks_
     db.close()
 
 
+def test_the_lighter_rivals_of_the_fastest_are_those_near_it_moving_fewer_bytes():
+    """What the search measures again beside the fastest, and the ranking prefers once measured again."""
+    from liftpy.tuning.db import TIED, Trial, lighter_rivals
+
+    def trial(time_ms, moved):
+        return Trial("k", "", "route", {"x": time_ms}, "d", "ok", "", time_ms, 1, 0.0, {}, 1.0, None, moved)
+
+    fastest = trial(10.0, 3000)
+    near_light, near_lighter = trial(10.0 * (1 + TIED / 2), 2000), trial(10.0 * (1 + TIED / 3), 1000)
+    near_heavy, far_light = trial(10.2, 3000 * (1 - TIED / 2)), trial(10.0 * (1 + 2 * TIED), 10)
+    trials = [fastest, near_light, near_heavy, near_lighter, far_light]
+    assert lighter_rivals(fastest, trials) == [near_lighter, near_light]
+    assert lighter_rivals(fastest, trials + [trial(10.1, None)]) == []  # a near one without the figure
+
+
 def test_a_database_of_schema_2_opens_with_its_trials_and_gains_the_data_movement_column(tmp_path):
     from liftpy.tuning.db import SCHEMA_VERSION, _SCHEMA
 

@@ -138,14 +138,19 @@ def ranked(trials: Iterable[Trial]) -> list[Trial]:
     by_time = ranked_by_time(trials)
     if not by_time or not by_time[0].measured_again:
         return by_time
-    fastest = by_time[0]
-    tied = [t for t in by_time[1:] if t.measured_again and t.time_ms <= fastest.time_ms * (1 + TIED)]
-    if any(t.moved_bytes is None for t in [fastest, *tied]):
-        return by_time
-    lighter = sorted((t for t in tied if t.moved_bytes < fastest.moved_bytes * (1 - TIED)),
-                     key=lambda t: (t.moved_bytes, t.time_ms))
+    lighter = lighter_rivals(by_time[0], [t for t in by_time if t.measured_again])
     chosen = {id(t) for t in lighter}
     return lighter + [t for t in by_time if id(t) not in chosen]
+
+
+def lighter_rivals(fastest: Trial, trials: Iterable[Trial]) -> list[Trial]:
+    """Of ``trials``, those within :data:`TIED` of ``fastest``'s time whose kernels move fewer global bytes by
+    more than :data:`TIED`, fewest bytes first; none where one within that time lacks the figure."""
+    near = [t for t in trials if t is not fastest and t.time_ms <= fastest.time_ms * (1 + TIED)]
+    if fastest.moved_bytes is None or any(t.moved_bytes is None for t in near):
+        return []
+    return sorted((t for t in near if t.moved_bytes < fastest.moved_bytes * (1 - TIED)),
+                  key=lambda t: (t.moved_bytes, t.time_ms))
 
 
 class TuningDB:
