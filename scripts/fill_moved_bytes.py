@@ -9,8 +9,6 @@ where it was tuned), else it is left without a figure and said so.
 """
 
 import argparse
-import hashlib
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +20,8 @@ import numpy as np  # noqa: E402
 from liftpy.nn.layers import NETWORKS  # noqa: E402
 from liftpy.nn import conv  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
-from liftpy.tuning.db import TuningDB, config_key  # noqa: E402
+from liftpy.tuning.db import TuningDB  # noqa: E402
+from liftpy.tuning.program import source_hashes  # noqa: E402
 
 
 def main() -> int:
@@ -40,14 +39,10 @@ def main() -> int:
             if not trial.measured_again or trial.moved_bytes is not None:
                 continue
             plan = conv.plan(layer, trial.config, device=device)
-            (recorded,) = db.conn.execute(
-                "SELECT source_hashes FROM trials WHERE layer = ? AND algorithm = ? AND config = ? AND device = ?",
-                (subject.key, trial.algorithm, config_key(trial.config), name)).fetchone()
             here = getattr(subject, "path", None)  # a program's kernels name its file, where it was tuned
             sources = {k: s.replace(f"from {here}:", f"from {trial.layer_name}:") if here else s
                        for k, s in plan.sources.items()}
-            hashes = {k: hashlib.sha256(s.encode()).hexdigest() for k, s in sources.items()}
-            if hashes != json.loads(recorded or "{}"):
+            if source_hashes(sources) != db.source_hashes(subject, trial.algorithm, trial.config, name):
                 print(f"{layer.name} {trial.algorithm} {trial.config}: its kernels are not the ones measured; "
                       "left without a figure")
                 refused += 1

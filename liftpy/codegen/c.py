@@ -107,9 +107,13 @@ class Memory:
         return c_name(self.name)
 
     @property
+    def leaf_bytes(self) -> int:
+        """Bytes of one element (a float, or a vector of them)."""
+        return 4 * (self.leaf.width.as_int() if isinstance(self.leaf, VectorType) else 1)
+
+    @property
     def bytes(self) -> int:
-        width = self.leaf.width.as_int() if isinstance(self.leaf, VectorType) else 1
-        return self.size * width * 4
+        return self.size * self.leaf_bytes
 
     @property
     def is_variable(self) -> bool:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from .c import MemRef, VLoad, fragments
 from .kir import If, Kernel, ParFor, Produce, SeqFor, Store, Unrolled, VStore
-from ..types import VectorType
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,6 @@ class Traffic:
 NO_TRAFFIC = Traffic(0, 0)
 
 
-def _leaf_bytes(mem) -> int:
-    return 4 * (mem.leaf.width.as_int() if isinstance(mem.leaf, VectorType) else 1)
-
-
 def kernel_traffic(kernel: Kernel) -> Traffic:
     """The global bytes one launch of ``kernel`` reads and writes (see the module's docstring)."""
     extents: dict = {}  # loop variable -> (start, extent), for the share of a loop a padding branch covers
@@ -59,7 +54,7 @@ def kernel_traffic(kernel: Kernel) -> Traffic:
             for s in stmts:
                 if isinstance(s, (Store, VStore)):
                     if s.mem.space == "global":
-                        written += times * (s.width if isinstance(s, VStore) else 1) * _leaf_bytes(s.mem)
+                        written += times * (s.width if isinstance(s, VStore) else 1) * s.mem.leaf_bytes
                     for f in fragments(s.value):
                         if isinstance(f, (MemRef, VLoad)) and f.mem.space == "global":
                             loads.add((f.mem, f.offset, f.width if isinstance(f, VLoad) else 1))
@@ -73,7 +68,7 @@ def kernel_traffic(kernel: Kernel) -> Traffic:
                     nested += region(s.then, times * inside) + region(s.orelse, times * (1 - inside))
 
         straight(body)
-        read = times * sum(elements * _leaf_bytes(mem) for mem, _, elements in loads)
+        read = times * sum(elements * mem.leaf_bytes for mem, _, elements in loads)
         return nested + Traffic(read, written)
 
     total = region(kernel.body, 1)

@@ -270,6 +270,12 @@ class TuningDB:
                              row[9], json.loads(row[10] or "{}"), row[11], row[12], row[13]))
         return out
 
+    def source_hashes(self, subject: Subject, algorithm: str, config: dict, device: str) -> dict[str, str]:
+        """The hashes of the kernel sources a trial ran, as recorded with it (empty if none were)."""
+        row = self.conn.execute("SELECT source_hashes FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
+                                "AND device = ?", (subject.key, algorithm, config_key(config), device)).fetchone()
+        return json.loads(row[0] or "{}") if row else {}
+
     def best(self, subject: Subject, device: str | None = None, algorithm: str | None = None) -> Trial | None:
         """The best correct trial (:func:`ranked`); a wrong result never counts."""
         ok = ranked(self.trials(subject, device, "ok", algorithm))

@@ -194,6 +194,11 @@ def _worker_state(task: ProgramTask, device):
     return space, naive
 
 
+def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
+    """Kernel name -> sha256 of its OpenCL source: what a trial records of the kernels it ran."""
+    return {name: hashlib.sha256(source.encode()).hexdigest() for name, source in sources.items()}
+
+
 def run_program_job(job, device) -> dict:
     """One trial of a program (see the module's docstring); failures of the device or the configuration
     are results, an exception is a bug."""
@@ -229,7 +234,7 @@ def run_program_job(job, device) -> dict:
         return failed("codegen_error", e.message)
     except cl.Error as e:
         return failed("runtime_error", f"OpenCL: {e}")
-    hashes = {k.name: hashlib.sha256(k.source.encode()).hexdigest() for k in executable.generated.kernels}
+    hashes = source_hashes(executable.generated.sources)
     try:
         expected = naive.run(inputs, poison=True).output
         checked = prepared.run(per_call, poison=True)
