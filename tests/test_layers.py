@@ -65,6 +65,12 @@ def test_last_run_reports_the_whole_call_beside_the_kernels():
     assert run.max_error is None and run.kernel_ms > 0 and run.call_ms >= run.kernel_ms
     assert set(run.stage_ms) and sum(run.stage_ms.values()) == pytest.approx(run.kernel_ms, rel=1e-6)
     assert {"parallel", "vector", "pad_copy"} <= set(run.config)
+    calls = []
+    for _ in range(3):  # the kernels' times are read when asked: still each call's own after later calls
+        layer(x)
+        calls.append(layer.last_run)
+    assert len({id(call.result) for call in calls}) == 3
+    assert all(0 < call.kernel_ms <= call.call_ms for call in calls)
 
 
 def test_each_input_shape_gets_its_own_plan():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from typing import Mapping
 
@@ -129,13 +130,30 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
 
 
 # ------------------------------------------------------------------------------------------------ plans
-@dataclass
 class ConvResult:
-    output: np.ndarray
-    kernel_ms: float
-    stage_ms: dict[str, float]
-    max_error: float | None  # against the reference, in units of the tolerance (conv2d_error), when checked
-    runs_ms: tuple[float, ...] = ()  # every timed run's total
+    """A run's output and what its kernels took (:class:`liftpy.runtime.RunResult`, read when asked), by the
+    stage each computes."""
+
+    def __init__(self, output: np.ndarray, run, kernels, max_error: float | None):
+        self.output = output
+        #: against the reference, in units of the tolerance (conv2d_error), when checked
+        self.max_error = max_error
+        self._run = run
+        self._kernels = kernels  # the program's kernel plans: which stage each computes
+
+    @property
+    def kernel_ms(self) -> float:
+        return self._run.kernel_ms
+
+    @property
+    def runs_ms(self) -> tuple[float, ...]:
+        """Every timed run's total."""
+        return self._run.runs_ms
+
+    @cached_property
+    def stage_ms(self) -> dict[str, float]:
+        produces = {k.name: k.produces for k in self._kernels}
+        return {produces[name]: ms for name, ms in self._run.per_kernel_ms.items()}
 
     def gflops(self, layer: ConvLayer) -> float:
         return layer.flops / (self.kernel_ms * 1e6)
@@ -218,9 +236,7 @@ class BoundConv:
                     f"largest error is {error:.3g} times the float32 tolerance"
                 )
             plan.checked = self.checked = True
-        produces = {k.name: k.produces for k in plan.executable.generated.kernels}  # kernel -> what it computes
-        stages = {produces[name]: ms for name, ms in result.per_kernel_ms.items()}
-        return ConvResult(output, result.kernel_ms, stages, error, result.runs_ms)
+        return ConvResult(output, result, plan.executable.generated.kernels, error)
 
 
 _PLANS: dict[tuple, ConvPlan] = {}
@@ -328,13 +344,24 @@ def _check_input(x, w, groups: int = 1):
 @dataclass(frozen=True)
 class LayerCall:
     """What one call of a prepared layer cost: the whole call as its caller paid it (numpy in, numpy out) and,
-    beside it, the kernels' profiling events."""
+    beside it, the kernels' profiling events (read when asked)."""
 
     call_ms: float
-    kernel_ms: float
-    stage_ms: dict[str, float]
+    result: ConvResult
     config: dict[str, int]
-    max_error: float | None  # in units of the tolerance, on the checked first call
+
+    @property
+    def kernel_ms(self) -> float:
+        return self.result.kernel_ms
+
+    @property
+    def stage_ms(self) -> dict[str, float]:
+        return self.result.stage_ms
+
+    @property
+    def max_error(self) -> float | None:
+        """In units of the tolerance, on the checked first call."""
+        return self.result.max_error
 
 
 class Conv2d:
@@ -384,8 +411,7 @@ class Conv2d:
         x = _check_input(x, self.weight, self.groups)
         bound = self._bound.get(x.shape) or self._bind(x.shape)
         result = bound.run(x, check=not bound.checked, weights=(self.weight, self.bias))
-        self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result.kernel_ms, result.stage_ms,
-                                  dict(bound.plan.config), result.max_error)
+        self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result, dict(bound.plan.config))
         return result.output
 
     def __repr__(self) -> str:
