@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import liftpy  # noqa: E402
 import liftpy.nn as nn  # noqa: E402
 from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch_layer  # noqa: E402
+from benchmarks.peak import fma_peak  # noqa: E402
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
@@ -192,10 +193,12 @@ def main():
                   + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.items() if v is not None), file=sys.stderr)
 
     median = {key: statistics.median(values) for key, values in calls.items()}
+    quiesce()
+    peak = fma_peak()  # the ceiling the GFLOP/s are read against, measured after the rounds, in the same run
     baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
                  if any((name, m) in median for name, *_ in layers)]
     lines = [f"{'layer':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} {'GFLOP/s':>8} {'MiB':>6} "
-             f"{'mem ratio':>9}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
+             f"{'mem ratio':>9} {'of peak':>7}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
     totals = {kind: 0.0 for kind in ("call", "kernels", *baselines)}
     database = TuningDB(args.db)
     for name, spec, tried, layer, methods, _ in layers:
@@ -206,7 +209,8 @@ def main():
         im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
         line = (f"{name:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {call_ms / kernel_ms:9.3f} "
-                f"{spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f}")
+                f"{spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} "
+                f"{spec.flops / call_ms / 1e6 / peak:7.2f}")
         for m in baselines:
             ms = median.get((name, m))
             if ms is None:
@@ -221,7 +225,9 @@ def main():
                 database.record_baseline(spec, device, m, median[name, m], None)
     database.close()
     call, kernels = totals["call"], totals["kernels"]
-    lines.append(f"{'total':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} {'':8} {'':6} {'':9}"
+    flops = sum(spec.flops for _, spec, *_ in layers)
+    lines.append(f"{'total':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} {flops / call / 1e6:8.1f} "
+                 f"{'':6} {'':9} {flops / call / 1e6 / peak:7.2f}"
                  + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / call:6.2f}" for m in baselines))
     lines += [
         "",
@@ -232,7 +238,12 @@ def main():
         "liftpy faster). PyTorch and numpy are whole calls (numpy in, numpy out, padding inside); '(kernels)'",
         "baselines are kernel events only. mem ratio = im2col+GEMM bytes / liftpy's bytes. Medians over",
         f"{args.rounds} rounds of medians of {args.repeat} calls (numpy: 3; kernel-event baselines: first round only),",
-        "each method called for 50 ms first. Total row: sums.",
+        "each method called for 50 ms first. Total row: sums. of peak = liftpy's whole-call GFLOP/s / the FMA peak.",
+        "",
+        f"FMA peak: {peak:.1f} GFLOP/s (benchmarks/peak.py's hand-written loop, measured after the rounds); over",
+        "these layers: " + ", ".join(f"{label} {flops / ms / 1e6:.1f} GFLOP/s ({flops / ms / 1e6 / peak:.0%})"
+                                     for label, ms in (("liftpy whole calls", call), ("liftpy kernels", kernels),
+                                                       *((m, totals[m]) for m in baselines if m == "PyTorch"))),
         "",
         *record,
         f"command: python benchmarks/vgg16.py {' '.join(sys.argv[1:])}",
