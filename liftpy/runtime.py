@@ -13,6 +13,7 @@ import os
 import statistics
 import sys
 import tempfile
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping
@@ -151,15 +152,15 @@ def build(source: str, device, name: str = "program"):
 
 
 # ------------------------------------------------------------------------------------------------ running
-class RunResult:
-    """A run's output, and its kernels' times read from their profiling events when first asked for: read
-    inside the call, after its wait (on caches the kernels had just filled with their data), they cost PoCL
-    calls of VGG-16 layers 0, 10 and 24 0.03-0.06 ms each beyond their kernels (0.16 against 0.10 ms for
-    layer 0: medians of three alternated processes)."""
+class KernelTimes:
+    """A run's kernels' times, read from their profiling events when first asked for: read inside the call,
+    after its wait (on caches the kernels had just filled with their data), they cost PoCL calls of VGG-16
+    layers 0, 2, 10 and 24 0.01-0.08 ms each beyond their kernels (medians of three alternated processes: layer
+    10 0.39 against 0.31 ms). It holds the events, not the run's output, so that a caller keeping the times
+    (a layer's ``last_run``) does not keep an output from being reused."""
 
-    def __init__(self, output: np.ndarray, kernel_names: tuple[str, ...], runs: list[list]):
-        self.output = output
-        self._kernel_names = kernel_names
+    def __init__(self, kernels: tuple[tuple[str, str], ...], runs: list[list]):
+        self._kernels = kernels  # (name, what it computes) per kernel, in launch order
         self._runs = runs  # each measured iteration's events, one per kernel
 
     @cached_property
@@ -175,7 +176,33 @@ class RunResult:
     @cached_property
     def per_kernel_ms(self) -> dict[str, float]:
         return {name: _median([_event_ms(events[k]) for events in self._runs])
-                for k, name in enumerate(self._kernel_names)}
+                for k, (name, _) in enumerate(self._kernels)}
+
+    @property
+    def per_result_ms(self) -> dict[str, float]:
+        """Each kernel's median by what it computes (a buffer's name)."""
+        produces = dict(self._kernels)
+        return {produces[name]: ms for name, ms in self.per_kernel_ms.items()}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    output: np.ndarray
+    times: KernelTimes
+
+    @property
+    def kernel_ms(self) -> float:
+        """The sum over the kernels, median over the repeats."""
+        return self.times.kernel_ms
+
+    @property
+    def per_kernel_ms(self) -> dict[str, float]:
+        return self.times.per_kernel_ms
+
+    @property
+    def runs_ms(self) -> tuple[float, ...]:
+        """Every repeat's total."""
+        return self.times.runs_ms
 
 
 def shares_host_memory(device) -> bool:
@@ -318,7 +345,7 @@ class PreparedProgram:
             elif b.role == "input" and b.name not in constants and not self.zero_copy:
                 self.buffers[b.name] = cl.Buffer(self.context, mf.READ_ONLY, max(b.bytes, 4))
         self.hoisted, self.hoisted_ms = self._run_constant_kernels()
-        self.kernel_names = tuple(plan.name for plan, _ in self.kernels)  # a call's, in launch order
+        self._timed = tuple((plan.name, plan.produces) for plan, _ in self.kernels)  # a call's, in launch order
         per_call = {plan.produces for plan, _ in self.kernels}  # the output and the temporaries not hoisted
         self.poisoned = [b for b in generated.buffers if b.name in per_call]
         self._returned: list[_ReturnedOutput] = []  # the latest outputs, newest last
@@ -498,7 +525,7 @@ class PreparedProgram:
         self._wait(runs[-1], g.function)  # the call's wait where the output is the device's memory; else
         # complete by now, and an error of theirs is said here
         del keep_alive, returned
-        return RunResult(output, self.kernel_names, runs)
+        return RunResult(output, KernelTimes(self._timed, runs))
 
     def _check_given(self, inputs: Mapping[str, object]) -> None:
         """The error for inputs other than the call's: an unknown name, one missing, or a constant again."""

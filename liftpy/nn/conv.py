@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
 from importlib import resources
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from ..errors import ConstraintError, InputError, LiftError
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_error, im2col_bytes
+
+if TYPE_CHECKING:
+    from ..runtime import KernelTimes
 
 
 def route_task(layer: ConvLayer):
@@ -130,30 +132,25 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
 
 
 # ------------------------------------------------------------------------------------------------ plans
+@dataclass(frozen=True)
 class ConvResult:
-    """A run's output and what its kernels took (:class:`liftpy.runtime.RunResult`, read when asked), by the
-    stage each computes."""
-
-    def __init__(self, output: np.ndarray, run, kernels, max_error: float | None):
-        self.output = output
-        #: against the reference, in units of the tolerance (conv2d_error), when checked
-        self.max_error = max_error
-        self._run = run
-        self._kernels = kernels  # the program's kernel plans: which stage each computes
+    output: np.ndarray
+    times: KernelTimes  # the kernels' profiling events, read when asked
+    max_error: float | None  # against the reference, in units of the tolerance (conv2d_error), when checked
 
     @property
     def kernel_ms(self) -> float:
-        return self._run.kernel_ms
+        return self.times.kernel_ms
+
+    @property
+    def stage_ms(self) -> dict[str, float]:
+        """Each kernel's time by the stage it computes."""
+        return self.times.per_result_ms
 
     @property
     def runs_ms(self) -> tuple[float, ...]:
         """Every timed run's total."""
-        return self._run.runs_ms
-
-    @cached_property
-    def stage_ms(self) -> dict[str, float]:
-        produces = {k.name: k.produces for k in self._kernels}
-        return {produces[name]: ms for name, ms in self._run.per_kernel_ms.items()}
+        return self.times.runs_ms
 
     def gflops(self, layer: ConvLayer) -> float:
         return layer.flops / (self.kernel_ms * 1e6)
@@ -236,7 +233,7 @@ class BoundConv:
                     f"largest error is {error:.3g} times the float32 tolerance"
                 )
             plan.checked = self.checked = True
-        return ConvResult(output, result, plan.executable.generated.kernels, error)
+        return ConvResult(output, result.times, error)
 
 
 _PLANS: dict[tuple, ConvPlan] = {}
@@ -344,24 +341,21 @@ def _check_input(x, w, groups: int = 1):
 @dataclass(frozen=True)
 class LayerCall:
     """What one call of a prepared layer cost: the whole call as its caller paid it (numpy in, numpy out) and,
-    beside it, the kernels' profiling events (read when asked)."""
+    beside it, the kernels' profiling events (read when asked; not the output, which stays the caller's)."""
 
     call_ms: float
-    result: ConvResult
+    times: KernelTimes
     config: dict[str, int]
+    max_error: float | None  # in units of the tolerance, on the checked first call
 
     @property
     def kernel_ms(self) -> float:
-        return self.result.kernel_ms
+        return self.times.kernel_ms
 
     @property
     def stage_ms(self) -> dict[str, float]:
-        return self.result.stage_ms
-
-    @property
-    def max_error(self) -> float | None:
-        """In units of the tolerance, on the checked first call."""
-        return self.result.max_error
+        """Each kernel's time by the stage it computes."""
+        return self.times.per_result_ms
 
 
 class Conv2d:
@@ -411,7 +405,8 @@ class Conv2d:
         x = _check_input(x, self.weight, self.groups)
         bound = self._bound.get(x.shape) or self._bind(x.shape)
         result = bound.run(x, check=not bound.checked, weights=(self.weight, self.bias))
-        self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result, dict(bound.plan.config))
+        self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result.times, dict(bound.plan.config),
+                                  result.max_error)
         return result.output
 
     def __repr__(self) -> str:
