@@ -6,10 +6,9 @@ independent FMAs on float16 vectors (a measurement kernel, not a layer and not g
 Prints the fastest of 10 runs for 16, 24 and 32 accumulators per work-item (enough independent FMAs to hide
 their latency) and the best of them, the peak ``benchmarks/vgg16.py`` reports its figures against. A ceiling
 is what the fastest run reaches, not the median: on the 2-core Zen 4 KVM guest each run read either about 116
-or about 232 GFLOP/s, whatever the accumulators -- one core's worth or both cores' --
-and 232 is what an inline-assembly loop of 12 independent ``vfmadd231ps`` on zmm registers reaches on both
-cores at once (32 FLOP a cycle at 3.6 GHz each). Each run launches 16 work-groups of one work-item per compute
-unit.
+or about 232 GFLOP/s, whatever the accumulators -- one core's worth or both cores' -- and 232 is what an
+inline-assembly loop of 12 independent ``vfmadd231ps`` on zmm registers reaches on both cores at once (32 FLOP
+a cycle at 3.6 GHz each). Each run launches 16 work-groups of one work-item per compute unit.
 """
 
 import argparse
