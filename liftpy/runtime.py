@@ -185,10 +185,9 @@ class KernelTimes:
         return {produces[name]: ms for name, ms in self.per_kernel_ms.items()}
 
 
-@dataclass(frozen=True)
-class RunResult:
-    output: np.ndarray
-    times: KernelTimes
+class TimedByKernels:
+    """What a run's result says of its kernels' time, read through its ``times`` (:class:`KernelTimes`):
+    shared by :class:`RunResult`, a convolution's result and a layer's ``last_run``."""
 
     @property
     def kernel_ms(self) -> float:
@@ -196,13 +195,24 @@ class RunResult:
         return self.times.kernel_ms
 
     @property
+    def runs_ms(self) -> tuple[float, ...]:
+        """Every repeat's total."""
+        return self.times.runs_ms
+
+    @property
     def per_kernel_ms(self) -> dict[str, float]:
         return self.times.per_kernel_ms
 
     @property
-    def runs_ms(self) -> tuple[float, ...]:
-        """Every repeat's total."""
-        return self.times.runs_ms
+    def stage_ms(self) -> dict[str, float]:
+        """Each kernel's time by the stage (the buffer) it computes."""
+        return self.times.per_result_ms
+
+
+@dataclass(frozen=True)
+class RunResult(TimedByKernels):
+    output: np.ndarray
+    times: KernelTimes
 
 
 def shares_host_memory(device) -> bool:

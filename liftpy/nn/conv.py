@@ -16,16 +16,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from ..errors import ConstraintError, InputError, LiftError
+from ..runtime import KernelTimes, TimedByKernels
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_error, im2col_bytes
-
-if TYPE_CHECKING:
-    from ..runtime import KernelTimes
 
 
 def route_task(layer: ConvLayer):
@@ -133,24 +131,10 @@ def conv_space(layer: ConvLayer | str | None = None, *, input=None, kernels=None
 
 # ------------------------------------------------------------------------------------------------ plans
 @dataclass(frozen=True)
-class ConvResult:
+class ConvResult(TimedByKernels):
     output: np.ndarray
     times: KernelTimes  # the kernels' profiling events, read when asked
     max_error: float | None  # against the reference, in units of the tolerance (conv2d_error), when checked
-
-    @property
-    def kernel_ms(self) -> float:
-        return self.times.kernel_ms
-
-    @property
-    def stage_ms(self) -> dict[str, float]:
-        """Each kernel's time by the stage it computes."""
-        return self.times.per_result_ms
-
-    @property
-    def runs_ms(self) -> tuple[float, ...]:
-        """Every timed run's total."""
-        return self.times.runs_ms
 
     def gflops(self, layer: ConvLayer) -> float:
         return layer.flops / (self.kernel_ms * 1e6)
@@ -339,7 +323,7 @@ def _check_input(x, w, groups: int = 1):
 
 
 @dataclass(frozen=True)
-class LayerCall:
+class LayerCall(TimedByKernels):
     """What one call of a prepared layer cost: the whole call as its caller paid it (numpy in, numpy out) and,
     beside it, the kernels' profiling events (read when asked; not the output, which stays the caller's)."""
 
@@ -347,15 +331,6 @@ class LayerCall:
     times: KernelTimes
     config: dict[str, int]
     max_error: float | None  # in units of the tolerance, on the checked first call
-
-    @property
-    def kernel_ms(self) -> float:
-        return self.times.kernel_ms
-
-    @property
-    def stage_ms(self) -> dict[str, float]:
-        """Each kernel's time by the stage it computes."""
-        return self.times.per_result_ms
 
 
 class Conv2d:
