@@ -212,9 +212,9 @@ def main():
         memory = layer.plans[0].memory_bytes
         im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
+        gflops = spec.flops / call_ms / 1e6
         line = (f"{name:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {call_ms / kernel_ms:9.3f} "
-                f"{spec.flops / call_ms / 1e6:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} "
-                f"{spec.flops / call_ms / 1e6 / peak:7.2f}")
+                f"{gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} {gflops / peak:7.2f}")
         for m in baselines:
             ms = median.get((name, m))
             if ms is None:
@@ -230,12 +230,13 @@ def main():
     database.close()
     call, kernels = totals["call"], totals["kernels"]
     flops = sum(spec.flops for _, spec, *_ in layers)
-    lines.append(f"{'total':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} {flops / call / 1e6:8.1f} "
-                 f"{'':6} {'':9} {flops / call / 1e6 / peak:7.2f}"
+    gflops = {"liftpy whole calls": flops / call / 1e6, "liftpy kernels": flops / kernels / 1e6}
+    if "PyTorch" in baselines:
+        gflops["PyTorch"] = flops / totals["PyTorch"] / 1e6
+    lines.append(f"{'total':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
+                 f"{gflops['liftpy whole calls']:8.1f} {'':6} {'':9} {gflops['liftpy whole calls'] / peak:7.2f}"
                  + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / call:6.2f}" for m in baselines))
-    rates = ", ".join(f"{label} {flops / ms / 1e6:.1f} GFLOP/s ({flops / ms / 1e6 / peak:.0%})"
-                      for label, ms in (("liftpy whole calls", call), ("liftpy kernels", kernels),
-                                        *((m, totals[m]) for m in baselines if m == "PyTorch")))
+    rates = ", ".join(f"{label} {rate:.1f} GFLOP/s ({rate / peak:.0%})" for label, rate in gflops.items())
     lines += [
         "",
         "liftpy: the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route, its best",
