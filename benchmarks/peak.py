@@ -5,13 +5,13 @@ independent FMAs on float16 vectors (a measurement kernel, not a layer and not g
 
 Prints the fastest of 10 runs for 4 to 32 accumulators per work-item and the best of them, the peak
 ``benchmarks/vgg16.py`` reports its figures against. The counts span both register files seen here: enough
-independent FMAs to hide their latency, without spilling. With AVX-512 a float16 is one of 32 zmm registers
-(16-32 accumulators); with AVX2 it is two of 16 ymm registers, so 8 or more spill (on the Zen 3 guest 16
-accumulators read 82 GFLOP/s, 6 read 188). A ceiling is what the fastest run reaches, not the median: on the
-2-core Zen 4 KVM guest each run read either about 116 or about 232 GFLOP/s, whatever the accumulators -- one
-core's worth or both cores' -- and 232 is what an inline-assembly loop of 12 independent ``vfmadd231ps`` on zmm
-registers reaches on both cores at once (32 FLOP a cycle at 3.6 GHz each). Each run launches 16 work-groups
-of one work-item per compute unit.
+independent FMAs to hide their latency, without spilling. With AVX-512 a float16 is one of 32 zmm registers (up
+to 31 accumulators beside the multiplier); with AVX2 it is two of 16 ymm registers, so 8 or more spill (on the
+Zen 3 guest 16 accumulators read 82 GFLOP/s, 6 read 188). A ceiling is what the fastest run reaches, not the
+median: on the 2-core Zen 4 KVM guest each run read either about 116 or about 232 GFLOP/s, whatever the
+accumulators -- one core's worth or both cores' -- and 232 is what an inline-assembly loop of 12 independent
+``vfmadd231ps`` on zmm registers reaches on both cores at once (32 FLOP a cycle at 3.6 GHz each). Each run
+launches 16 work-groups of one work-item per compute unit.
 """
 
 import argparse
