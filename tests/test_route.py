@@ -492,6 +492,26 @@ def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
     assert all(c["local_memory"] == 0 for c in maxpool.sample(200))
 
 
+@pytest.mark.parametrize("name, config", [
+    ("matmul", {"parallel": 2, "sequential_outer": 1, "local_size": 2, "local_memory": 1, "block.aRow": 1,
+                "block.bCol": 3}),
+    ("depthwise", {"parallel": 3, "sequential_outer": 1, "local_size": 5, "local_memory": 1, "block.window": 1})])
+def test_a_loop_above_the_groups_waits_before_restaging(name, config):
+    """A sequential loop above the work-groups (the batch, a matrix's rows) whose step stages an array in local
+    memory ends each step with a barrier: the next step overwrites the staged copy while slower work-items
+    could still read it. Without it the matrix product raced on a GPU, and PoCL never finished the depthwise
+    kernel (its work-group compiler met the barrier inside the loop without one at the loop's end)."""
+    inputs, sizes, expected = _case(name)
+    space = RouteSpace(liftpy.load(PROGRAMS / f"{name}.lift"), sizes, device="nvidia-gtx1080")
+    config = {**space.ABSENT, "unroll": 0, **config}
+    executable = liftpy.compile(space.lower(config), sizes)
+    (kernel,) = [k for k in executable.generated.kernels if "local " in k.source]
+    (outer,) = [s for s in kernel.ir.body if isinstance(s, kir.SeqFor)]
+    assert any(isinstance(s, kir.Barrier) for s in kir.walk(outer.body[:-1]))
+    assert isinstance(outer.body[-1], kir.Barrier)
+    _close(executable.run(inputs, poison=True).output, expected)
+
+
 def test_what_a_group_stages_fits_the_devices_local_memory():
     """On the Mali-G72 profile (32 KiB: 8,192 floats of local memory), a 512-channel layer: the staged
     configurations' kernels, generated offline, declare at most that much local memory (read off their OpenCL);

@@ -122,7 +122,9 @@ def insert_barriers(kernel: kir.Kernel) -> kir.Kernel:
     """Barriers where the work-items of a group share memory: after a value computed at work-group level
     into local (or global) memory, which the group's work-items read next; and at the end of each step of a
     sequential loop run by the whole group whose step has a barrier, since the next step overwrites what this
-    one shared. Only at work-group level (inside mapWrg, outside mapLcl), where every work-item reaches them."""
+    one shared (a loop above the mapWrg too: a matrix product's rows, each staged in turn, raced without it).
+    Only where every work-item of a group reaches them: at work-group level (inside mapWrg, outside mapLcl) or
+    above it."""
 
     def go(body: tuple, level: str) -> tuple:
         out = []
@@ -131,7 +133,7 @@ def insert_barriers(kernel: kir.Kernel) -> kir.Kernel:
             if isinstance(s, kir.ParFor):
                 inner = "group" if s.level == "work-group" else "item"
             s = kir.map_bodies(s, lambda b: go(b, inner))
-            if level == "group" and isinstance(s, kir.SeqFor) and any(
+            if level in ("kernel", "group") and isinstance(s, kir.SeqFor) and any(
                     isinstance(x, kir.Barrier) for x in kir.walk(s.body)):
                 s = replace(s, body=s.body + (kir.Barrier("local"),))
             out.append(s)
