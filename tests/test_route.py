@@ -5,6 +5,7 @@ interpreter or naive route."""
 
 import dataclasses
 import itertools
+import math
 import time
 from pathlib import Path
 
@@ -485,7 +486,8 @@ def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
         for config in configs:
             executable = liftpy.compile(space.lower(config), sizes)
             (kernel,) = [k for k in executable.generated.kernels if "local " in k.source]
-            assert kernel.launch.local_size[0] == config["local_size"]
+            # the innermost parallel level is split into groups: dimension 0, or 1 under a sequential level
+            assert math.prod(kernel.launch.local_size) == config["local_size"]
             _close(executable.run(inputs, poison=True).output, expected)
     # a work-item reads only its own element: nothing to stage
     maxpool = RouteSpace(liftpy.load(PROGRAMS / "maxpool.lift"), _case("maxpool")[1], device="nvidia-gtx1080")
