@@ -171,6 +171,19 @@ def test_building_the_space_and_sampling_a_thousand_takes_seconds():
         assert len(configs) == min(1000, space.count()) and len(configs) > 100
 
 
+def test_a_few_samples_make_only_the_structures_they_come_from():
+    """sample(n) makes the structures' spaces in its seeded order and stops once n have given one each: a
+    small sample of a convolution makes a few sketches, not the 1,824 that took 15 s, and is the start of a
+    larger sample with the same seed (asking for more only adds)."""
+    inputs, sizes, _ = _case("conv_bias_relu")
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes)
+    few = space.sample(5, seed=11)
+    assert len({tuple(sorted(c.items())) for c in few}) == 5 and all(space.valid(c) for c in few)
+    assert len(space._sketches) < len(space.structures()) // 4  # the sketches made: the cost of a space
+    assert space.sample(40, seed=11)[:5] == few
+    assert space.sample(0) == []
+
+
 def test_the_route_targets_a_gpu_profile_offline():
     """On the Mali-G72 profile the space and its kernels are made with no device at hand."""
     inputs, sizes, expected = _case("conv1x1")

@@ -707,6 +707,8 @@ class RouteSpace:
         each (making all 1824 of a small convolution's took 15 s, to return 20); where fewer than ``n`` exist,
         each is asked for a share of ``n``, the share doubled while some space could give more and ``n`` is
         not reached (asking every space for ``n`` cost 84 times the samples used)."""
+        if n <= 0:
+            return []
         structures = self.structures()
         rng = random.Random(seed)
         seeds = [rng.randrange(2**31) for _ in structures]
@@ -722,8 +724,8 @@ class RouteSpace:
         share = -(-n // max(1, len(sketches)))
         while True:
             streams = [[self.config(structure, value) for value in
-                        (space.sample(share, seed=seed_) if space.parameters else [{}])]
-                       for structure, space, seed_ in sketches]
+                        (space.sample(share, seed=space_seed) if space.parameters else [{}])]
+                       for structure, space, space_seed in sketches]
             out: list[dict[str, int]] = []
             for step in range(max((len(s) for s in streams), default=0)):
                 out += [s[step] for s in streams if step < len(s)]
