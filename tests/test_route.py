@@ -514,8 +514,8 @@ def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
 def test_a_loop_above_the_groups_waits_before_restaging(name, config):
     """A sequential loop above the work-groups (the batch, a matrix's rows) whose step stages an array in local
     memory ends each step with a barrier: the next step overwrites the staged copy while slower work-items
-    could still read it. Without it the matrix product raced on a GPU, and PoCL never finished the depthwise
-    kernel (its work-group compiler met the barrier inside the loop without one at the loop's end)."""
+    could still read it. Without it the matrix product's kernel has that race (harmless only where a group's
+    work-items run in step, as on PoCL), and PoCL never finished the depthwise kernel."""
     inputs, sizes, expected = _case(name)
     space = RouteSpace(liftpy.load(PROGRAMS / f"{name}.lift"), sizes, device="nvidia-gtx1080")
     config = {**space.ABSENT, "unroll": 0, **config}

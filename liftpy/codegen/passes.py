@@ -122,7 +122,8 @@ def insert_barriers(kernel: kir.Kernel) -> kir.Kernel:
     """Barriers where the work-items of a group share memory: after a value computed at work-group level
     into local (or global) memory, which the group's work-items read next; and at the end of each step of a
     sequential loop run by the whole group whose step has a barrier, since the next step overwrites what this
-    one shared (a loop above the mapWrg too: a matrix product's rows, each staged in turn, raced without it).
+    one shared (a loop above the mapWrg too: a matrix product's rows, each staged in turn, had a race without it,
+    and PoCL never finished a depthwise kernel).
     Only where every work-item of a group reaches them: at work-group level (inside mapWrg, outside mapLcl) or
     above it."""
 
