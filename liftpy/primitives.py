@@ -107,6 +107,9 @@ class Primitive:
     #: an element of its input may stand in several places of its value (slide's overlapping windows): a copy
     #: of the view is larger than what it reads
     repeats_elements: bool = False
+    #: its value holds each element of its one data argument exactly once, only moved (split, join,
+    #: transpose): a copy of the view is its argument reordered, so a copy may be held in the view's order
+    rearranges: bool = False
 
     def __init__(self):
         self.slots = _parse_signature(self.signature)
@@ -344,6 +347,7 @@ class Split(Primitive):
     """split(m, in: [T]_n) : [[T]_m]_(n/m), requires n % m == 0"""
 
     name, signature, level = "split", "m: size, in: data", "layout"
+    rearranges = True
 
     def infer(self, tc, node, env):
         (m,) = node.params
@@ -376,6 +380,7 @@ class Join(Primitive):
     """join(in: [[T]_m]_n) : [T]_(m*n)"""
 
     name, signature, level = "join", "in: data", "layout"
+    rearranges = True
 
     def infer(self, tc, node, env):
         xs = tc.check(node.args[0], env)
@@ -544,6 +549,7 @@ class Transpose(Primitive):
     """transpose(in: [[T]_n]_m) : [[T]_m]_n"""
 
     name, signature, level = "transpose", "in: data", "layout"
+    rearranges = True
 
     def infer(self, tc, node, env):
         xs = tc.check(node.args[0], env)

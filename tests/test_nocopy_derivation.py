@@ -15,7 +15,7 @@ import pytest
 
 import liftpy
 from liftpy.codegen.program import generate
-from liftpy.ir import Let, Prim, walk
+from liftpy.ir import Let, Prim, Var, walk
 from liftpy.nn import conv
 from liftpy.rewrites.copies import copies_a_view, inline_copies, steps
 
@@ -218,6 +218,43 @@ def test_relayout_reads_an_input_from_a_copy_with_its_outer_dimension_innermost(
                                rtol=1e-6)
     assert not relayout("ys")(program) and "two or more dimensions" in relayout("ys")(program).reason
     assert not relayout("zs")(program) and "no input zs" in relayout("zs")(program).reason
+
+
+def test_relayout_holds_each_element_in_the_order_the_program_reads_it():
+    """Where every element of the input is read through one view that only rearranges it (a kernel's weights
+    read channels-last), the copy holds each element in that order: the sum then walks the copy one tile at a
+    time, where the element's own order would jump. Same values (numpy's weighted sums of each matrix read by
+    columns); a program reading an element through two different views keeps the element's own order."""
+    from liftpy.rewrites.copies import element_reads, relayout
+
+    by_columns = liftpy.parse("""def f(xs: [[[float]_c]_b]_a, ws: [float]_(b*c)) =
+        map(x -> reduce(0.0f, (acc, p) -> acc + p._1 * p._2, zip(join(transpose(x)), ws)), xs)""")
+    ((read, element),) = element_reads(by_columns.main.body, "xs")
+    assert str(read) == "join(transpose(x))" and element == Var("x")
+    relaid = relayout("xs", tile=2)(by_columns)
+    assert relaid, relaid
+    rng = np.random.default_rng(11)
+    xs, ws = rng.standard_normal((4, 3, 5)).astype(np.float32), rng.standard_normal(15).astype(np.float32)
+    expected = np.einsum("aij,ji->a", xs.astype(np.float64), ws.reshape(5, 3).astype(np.float64))
+    sizes = {"a": 4, "b": 3, "c": 5}
+    np.testing.assert_allclose(liftpy.evaluate(relaid.program, {"xs": xs, "ws": ws}, sizes).reshape(4), expected,
+                               rtol=1e-5)  # a reduce gives an array of one sum
+    executable = liftpy.compile(liftpy.rewrite.lower_to_opencl(relaid.program).program, sizes)
+    copy, compute = executable.generated.kernels
+    assert "xsT[gid0+2*gid1+30*gid2]=xs[15*gid0+30*gid2+gid1/3+5*(gid1%3)]" in copy.source.replace(" ", "")
+    assert "xsT[2*j+" in compute.source.replace(" ", ""), compute.source  # step j: the next tile of the copy
+    np.testing.assert_allclose(executable.run({"xs": xs, "ws": ws}, poison=True).output.reshape(4), expected, rtol=1e-5)
+
+    two_views = liftpy.parse("""def f(xs: [[[float]_b]_b]_a) =
+        map(x -> reduce(0.0f, (acc, p) -> acc + p._1 * p._2, zip(join(transpose(x)), join(x))), xs)""")
+    assert element_reads(two_views.main.body, "xs") is None
+    kept = relayout("xs", tile=2)(two_views)
+    squares = rng.standard_normal((4, 3, 3)).astype(np.float32)
+    executable = liftpy.compile(liftpy.rewrite.lower_to_opencl(kept.program).program, {"a": 4, "b": 3})
+    assert "xsT[gid0+2*gid1+18*gid2]=xs[9*gid0+gid1+18*gid2]" in executable.generated.kernels[0].source.replace(" ", "")
+    np.testing.assert_allclose(executable.run({"xs": squares}, poison=True).output.reshape(4),
+                               np.einsum("aij,aij->a", squares.astype(np.float64), squares.transpose(0, 2, 1)),
+                               rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------------ copy_padding

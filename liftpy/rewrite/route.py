@@ -102,8 +102,9 @@ from .strategies import (
 #: what a configuration means: raised when the same configuration comes to lower to another program, so that
 #: a database's trials of the earlier meaning are neither resumed nor reported as this one's (2: levels of one
 #: element no longer take a parallel dimension; 3: nor do the maps over a block's elements; 4: relaid inputs
-#: tiled by the block, and each stage of a body given its own parallel levels)
-ROUTE_VERSION = 4
+#: tiled by the block, and each stage of a body given its own parallel levels; 5: relaid inputs held in the
+#: order the program reads each element)
+ROUTE_VERSION = 5
 #: the most levels blocked at once (a 2D register block)
 MAX_BLOCKED = 2
 #: the structural choices and their values
