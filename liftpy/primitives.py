@@ -110,6 +110,9 @@ class Primitive:
     #: its value holds each element of its one data argument exactly once, only moved (split, join,
     #: transpose): a copy of the view is its argument reordered, so a copy may be held in the view's order
     rearranges: bool = False
+    #: its value is its input with elements added at the ends of its outer dimension (pad, padClamp): the
+    #: dimensions keep their order
+    pads: bool = False
 
     def __init__(self):
         self.slots = _parse_signature(self.signature)
@@ -463,6 +466,7 @@ class Pad(Primitive):
 
     name, signature, level = "pad", "l: size, r: size, value: data, in: data", "layout"
     guards_reads = True
+    pads = True
     #: whether the code generator prints the reads branch-free (padSelect) or with a branch
     branch_free = False
 
@@ -523,6 +527,7 @@ class PadClamp(Primitive):
     """padClamp(l, r, in: [T]_n) : [T]_(l+n+r) -- pads by repeating the edge elements (clamped reads)"""
 
     name, signature, level = "padClamp", "l: size, r: size, in: data", "layout"
+    pads = True
 
     def infer(self, tc, node, env):
         left, right = node.params

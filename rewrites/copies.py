@@ -233,9 +233,8 @@ def relayout(name: str, function: str | None = None, tile=None):
     a kernel's weights channels-last, ``join(join(channelsLast(kernelWeights)))``), the copy holds each
     element in that view's order, ``map(V)`` before the flattening, and the reads become the element itself:
     a reduction then walks the copy in memory order, where the element's own order would make each step jump
-    (VGG-16's layer 19 on Zen 3, its route block reading the weights 576 bytes apart: 32.7 ms, against 29.2
-    with the same reads in memory order)."""
-    from liftpy.rewrite.match import Names, substitute
+    (VGG-16's layer 19 on Zen 3, its tuned block reading the weights 576 bytes apart at each step: 33.7 ms of
+    kernels, against 26.7 with the same configuration reading them in memory order)."""
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
     from liftpy.typecheck import typecheck
     from liftpy.types import array_dims, scalar_of
@@ -306,11 +305,34 @@ def relayout(name: str, function: str | None = None, tile=None):
     return Strategy(apply, f"relayout({name})" if tile is None else f"relayout({name}, {tile})")
 
 
+def source_dimensions(view: Node, dims: dict[str, tuple[int, ...]]) -> tuple[int, ...] | None:
+    """Which dimension of its source each dimension of ``view`` walks, outermost first, for a view made of
+    transposes, paddings and maps of them (``dims``: each variable's, its source's ``range(rank)`` to begin
+    with); None for any other view. ``pad2D(channelsLast(image))`` of a C x H x W image walks (1, 2, 0): its
+    innermost dimension steps through the image a plane at a time."""
+    if isinstance(view, Var):
+        return dims.get(view.name)
+    prim = primitive_of(view)
+    if prim is None or not view.args:
+        return None
+    inner = source_dimensions(view.args[-1], dims)
+    if inner is None:
+        return None
+    if prim.name == "transpose" and len(inner) >= 2:
+        return (inner[1], inner[0]) + inner[2:]
+    if prim.pads:
+        return inner
+    f = view.args[0]
+    if prim.name == "map" and len(inner) >= 2 and isinstance(f, Lambda) and isinstance(f.param, PVar):
+        element = source_dimensions(f.body, {**dims, f.param.name: inner[1:]})
+        return None if element is None else (inner[0],) + element
+    return None
+
+
 def _padded_view(body: Node) -> Node | None:
     """The largest view in ``body`` that pads (a primitive whose reads test a condition) and places each
     element of its input once (no slide: a copy of the windows would repeat every element): the padded
     image, not its windows."""
-    from liftpy.ir import walk
 
     def has(node: Node, trait: str) -> bool:
         return any(getattr(primitive_of(n), trait, False) for n in walk(node))
@@ -343,7 +365,7 @@ def unrotated(array: Node, rank: int, names) -> Node:
     return array
 
 
-def copy_padding(function: str | None = None, rotate: bool = False):
+def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
     """The padded input copied to memory by a kernel of its own, which the program then reads instead of the
     padding view: every read of the copy is unconditional, where each read through ``pad`` tests whether it
     falls in the padding (the paper's convolutions pad with a copy kernel; ``inline_copies`` is the other
@@ -357,9 +379,14 @@ def copy_padding(function: str | None = None, rotate: bool = False):
     program reads it through the view that turns it back (:func:`unrotated`): where the padded view reads its
     input channels-last (``pad2D(channelsLast(image))``), that is the input's own order, so the copy reads and
     writes whole rows instead of gathering a pixel's channels from planes apart (the route's ``pad_copy`` 2;
-    which layout the computation reads faster is searched)."""
-    from liftpy.ir import Program, free_vars, walk
-    from liftpy.rewrite.match import Names, count_uses, replace_node, substitute
+    which layout the computation reads faster is searched).
+
+    Where the copy's innermost dimension is not its source's (a channels-last copy of an image: each pixel's
+    channels planes apart) and ``sizes`` give its length, the copy is a tiled transpose: a work-item copies
+    one pixel's tile of up to 8 channels, its neighbours in dimension 0 the next pixels of the row, so that a
+    work-group reads a few planes' rows in order and writes whole tiles (:func:`source_dimensions` says which
+    dimension of the source each of the copy's dimensions walks)."""
+    from liftpy.ir import Program
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
     from liftpy.typecheck import typecheck
     from liftpy.types import array_dims
@@ -434,14 +461,41 @@ def copy_padding(function: str | None = None, rotate: bool = False):
 
         # the padded view's outer dimensions (two at most) over work-items, its innermost walked sequentially:
         # a work-item copies rows, whose middle, clear of the padding, is a plain loop (peel_padded_loops).
-        # 64 planes of 114 x 114 on PoCL: 0.05-0.12 ms, against 0.23-0.32 with an element per work-item
-        parallel_dims = 1 if rank == 1 else min(rank - 1, 2)
+        # 64 planes of 114 x 114 on PoCL: 0.05-0.12 ms, against 0.23-0.32 with an element per work-item. Where
+        # the copy's innermost dimension is not its source's, a row would gather its elements planes apart, each
+        # its own cache line and, where the planes are a multiple of 4 KiB apart, all in one set of the
+        # first-level cache: there the copy is a tiled transpose (Zen 3, PoCL, channels-last copies of VGG-16's
+        # inputs, tiles of 8 against a pixel's channels per work-item: 64 x 224 x 224 2.4-3.3 ms against
+        # 6.9-11; 128 x 112 x 112 0.8-0.9 against 1.3-2.4; 256 x 56 x 56 0.35 against 0.8; 512 x 28 x 28
+        # 0.21-0.25 against 0.24-0.35)
+        source = next(iter(free_vars(view)))
+        source_rank = len(array_dims(next(n for n in walk(typed.body) if isinstance(n, Var) and n.name == source)
+                                     .type)[0])
+        walks = source_dimensions(rotated(view, rank, Names(names_in(tree))) if rotate else view,
+                                  {source: tuple(range(source_rank))})
+        innermost = None  # the length of the copy's innermost dimension at ``sizes``
+        if sizes is not None and rank == 3:
+            at = next(i for i, n in enumerate(walk(fun.body)) if n is view)  # the same node, its sizes given
+            sized = next(n for i, n in enumerate(walk(typecheck(tree, sizes).program.function(fun.name).body))
+                         if i == at)
+            innermost = arith.as_expr(array_dims(sized.type)[0][-2 if rotate else -1]).as_int()
+        tile = max(d for d in range(1, 9) if innermost % d == 0) \
+            if walks is not None and walks[-1] != source_rank - 1 and innermost else None
+        parallel_dims = 3 if tile else 1 if rank == 1 else min(rank - 1, 2)
 
         def copy_of(array):
             if rotate:
                 array = rotated(array, rank, names)
             if rank == 1:
                 return Prim("mapGlb", (0,), (lam(store), array))
+            if tile:  # each row [B][D] walked as [D/tile][B][tile], written back through map(join) o transpose
+                def tiles(row):
+                    split_rows = Prim("map", (), (lam(lambda x: Prim("split", (arith.as_expr(tile),), (x,))), row))
+                    copied = Prim("mapGlb", (1,), (lam(lambda b: Prim("mapGlb", (0,), (lam(lambda p: sequential(1, p)), b))),
+                                                   Prim("transpose", (), (split_rows,))))
+                    return Prim("map", (), (lam(lambda x: Prim("join", (), (x,))), Prim("transpose", (), (copied,))))
+
+                return Prim("mapGlb", (2,), (lam(tiles), array))
 
             def over(dim: int, e: Node) -> Node:  # dimension `dim` of the work-items, then the next inside
                 if dim < 0:
@@ -455,7 +509,8 @@ def copy_padding(function: str | None = None, rotate: bool = False):
             each), the others sequential (an image of the batch)."""
             binder = way[level][0]
             inner = view if level == 0 else way[level - 1][1]
-            walk_with = ("mapGlb", (parallel_dims,)) if level == 0 and rank >= 2 else ("mapSeq", ())
+            walk_with = ("mapGlb", (parallel_dims,)) if level == 0 and rank >= 2 and parallel_dims < 3 \
+                else ("mapSeq", ())
             return Prim(*walk_with, (lam(lambda x: (
                 copy_of(substitute(inner, {binder: x}, names)) if level == 0
                 else copy_along(level - 1, substitute(inner, {binder: x}, names)))), array))

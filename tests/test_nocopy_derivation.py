@@ -343,3 +343,43 @@ def test_copy_padding_rotated_keeps_a_channels_last_image_in_its_own_order():
         map(w -> reduce(0.0f, (a, e) -> a + e, w), slide(3, 1, pad(1, 1, 0.0f, xs)))""")
     refused = copy_padding(rotate=True)(liftpy.rewrite.lower_to_opencl(vector).program)
     assert not refused and "one layout" in refused.reason
+
+
+def test_copy_padding_transposes_a_channels_last_copy_in_tiles():
+    """Copied channels-last (not rotated), each pixel's channels sit planes apart in the image: given the sizes,
+    the copy is a tiled transpose -- a work-item copies one pixel's tile of 8 channels (of 24), its neighbours
+    in dimension 0 the next pixels of the row -- written back through views into the channels-last layout.
+    The windows' sums are numpy's; without sizes, or with channels in the image's own order, the copy stays
+    a pixel (or a row) per work-item. source_dimensions says which dimension of the image each dimension
+    of a view walks."""
+    from liftpy.rewrites.copies import copy_padding, source_dimensions
+
+    program = liftpy.parse("""def f(image: [[[float]_w]_h]_c) =
+        map(row -> map(win -> reduce(0.0f, (a, e) -> a + e, join(join(win))), row),
+            slide2D((3, 3), (1, 1), pad2D((1, 1, 1, 1), value = 0, channelsLast(image))))""")
+    lowered = liftpy.rewrite.lower_to_opencl(program).program
+    sizes = {"c": 24, "h": 5, "w": 7}
+    image = np.random.default_rng(9).standard_normal((24, 5, 7)).astype(np.float32)
+    padded = np.pad(image.astype(np.float64), ((0, 0), (1, 1), (1, 1)))
+    expected = sum(padded[:, dy:dy + 5, dx:dx + 7] for dy in range(3) for dx in range(3)).sum(axis=0)
+    tiled = copy_padding(sizes=sizes)(lowered)
+    assert tiled, tiled
+    executable = liftpy.compile(tiled.program, sizes)
+    copy = executable.generated.kernels[0]
+    source = executable.sources[copy.name].replace(" ", "")
+    assert copy.launch.global_size == (9, 3, 7) and "i<8;" in source, source  # 9 columns, 3 tiles, 7 rows
+    assert "padded[24*gid0+8*gid1+216*gid2+i]" in source  # channels-last: pixel, tile, channel in the tile
+    assert executable.generated.buffer(copy.produces).shape == (7, 9, 24)
+    output = executable.run({"image": image}, poison=True).output
+    np.testing.assert_allclose(output.reshape(expected.shape), expected, rtol=1e-5, atol=1e-4)
+    untiled = liftpy.compile(copy_padding()(lowered).program, sizes)
+    assert untiled.generated.kernels[0].launch.global_size == (9, 7)  # a pixel's 24 channels each
+    rotated = liftpy.compile(copy_padding(rotate=True, sizes=sizes)(lowered).program, sizes)
+    assert rotated.generated.kernels[0].launch.global_size[:2] == (7, 24)  # a row each, as before
+
+    def walks(text: str):
+        return source_dimensions(liftpy.parse(f"def g(x: [[[float]_w]_h]_c) = {text}").main.body, {"x": (0, 1, 2)})
+
+    assert walks("pad2D((1, 1, 1, 1), value = 0, channelsLast(x))") == (1, 2, 0)  # channels innermost
+    assert walks("pad2D((1, 1, 1, 1), value = 0, x)") == (0, 1, 2)
+    assert walks("join(x)") is None  # not a transpose, padding or map of them

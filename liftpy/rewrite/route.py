@@ -26,8 +26,8 @@ and turns each into choices -- integer parameters of one space, sampled with the
   the vector and a pixel is broadcast, where the inner level's vectors load pixels and broadcast a weight.
   The weights of v kernels are then v strided reads; 2 also reads the inputs the outer level walks from a
   copy with that level innermost in memory, tiled by the block (``relayout``: one vector load, and a
-  work-item's block of weights one contiguous run; the copy is a kernel that reads only that input, run once
-  at prepare time where it is a constant input). Which is fastest is searched;
+  work-item's block of weights one contiguous run, each kernel's held in the order the sum reads it; the copy
+  is a kernel that reads only that input, run once at prepare time where it is a constant input). Which is fastest is searched;
 * ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
   work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl);
 * ``partial``: 0, or the number w of partial sums a sum is split into where no level is blocked
@@ -103,8 +103,8 @@ from .strategies import (
 #: a database's trials of the earlier meaning are neither resumed nor reported as this one's (2: levels of one
 #: element no longer take a parallel dimension; 3: nor do the maps over a block's elements; 4: relaid inputs
 #: tiled by the block, and each stage of a body given its own parallel levels; 5: relaid inputs held in the
-#: order the program reads each element)
-ROUTE_VERSION = 5
+#: order the program reads each element; 6: a channels-last padded copy made as a tiled transpose)
+ROUTE_VERSION = 6
 #: the most levels blocked at once (a 2D register block)
 MAX_BLOCKED = 2
 #: the structural choices and their values
@@ -418,7 +418,7 @@ class RouteSpace:
     def _copy_padding(self, rotate: bool = False) -> Strategy:
         from liftpy.rewrites.copies import copy_padding
 
-        return copy_padding(self.function, rotate)
+        return copy_padding(self.function, rotate, self.sizes)
 
     def _walked_inputs(self, level: str) -> tuple[str, ...]:
         """The inputs of two or more dimensions whose outer dimension the map binding ``level`` walks: its
