@@ -382,10 +382,10 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
     which layout the computation reads faster is searched).
 
     Where the copy's innermost dimension is not its source's (a channels-last copy of an image: each pixel's
-    channels planes apart) and ``sizes`` give its length, the copy is a tiled transpose: a work-item copies
-    one pixel's tile of up to 8 channels, its neighbours in dimension 0 the next pixels of the row, so that a
-    work-group reads a few planes' rows in order and writes whole tiles (:func:`source_dimensions` says which
-    dimension of the source each of the copy's dimensions walks)."""
+    channels planes apart) and ``sizes`` give its length (8 or more), the copy is a tiled transpose: a
+    work-item copies one pixel's tile of 4 to 8 channels, its neighbours in dimension 0 the next pixels of
+    the row, so that a work-group reads a few planes' rows in order and writes whole tiles
+    (:func:`source_dimensions` says which dimension of the source each of the copy's dimensions walks)."""
     from liftpy.ir import Program
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
     from liftpy.typecheck import typecheck
@@ -473,14 +473,16 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
                                      .type)[0])
         walks = source_dimensions(rotated(view, rank, Names(names_in(tree))) if rotate else view,
                                   {source: tuple(range(source_rank))})
-        innermost = None  # the length of the copy's innermost dimension at ``sizes``
-        if sizes is not None and rank == 3:
+        # The tiles take all three dimensions of the work-items, so the maps of the way (a batch's images, a
+        # convolution's groups) run sequentially in each: only where a tile holds 4 to 8 elements of an
+        # innermost dimension of 8 or more (not a depthwise convolution's one channel per group)
+        tile = None
+        if sizes is not None and rank == 3 and walks is not None and walks[-1] != source_rank - 1:
             at = next(i for i, n in enumerate(walk(fun.body)) if n is view)  # the same node, its sizes given
-            sized = next(n for i, n in enumerate(walk(typecheck(tree, sizes).program.function(fun.name).body))
-                         if i == at)
-            innermost = arith.as_expr(array_dims(sized.type)[0][-2 if rotate else -1]).as_int()
-        tile = max(d for d in range(1, 9) if innermost % d == 0) \
-            if walks is not None and walks[-1] != source_rank - 1 and innermost else None
+            sized = list(walk(typecheck(tree, sizes).program.function(fun.name).body))[at]
+            innermost = arith.as_expr(array_dims(sized.type)[0][-2 if rotate else -1]).as_int() or 0
+            tile = max(d for d in range(1, 9) if innermost % d == 0) if innermost >= 8 else None
+            tile = tile if tile and tile >= 4 else None
         parallel_dims = 3 if tile else 1 if rank == 1 else min(rank - 1, 2)
 
         def copy_of(array):

@@ -349,8 +349,8 @@ def test_copy_padding_transposes_a_channels_last_copy_in_tiles():
     """Copied channels-last (not rotated), each pixel's channels sit planes apart in the image: given the sizes,
     the copy is a tiled transpose -- a work-item copies one pixel's tile of 8 channels (of 24), its neighbours
     in dimension 0 the next pixels of the row -- written back through views into the channels-last layout.
-    The windows' sums are numpy's; without sizes, or with channels in the image's own order, the copy stays
-    a pixel (or a row) per work-item. source_dimensions says which dimension of the image each dimension
+    The windows' sums are numpy's; without sizes, with fewer than 8 channels, or with channels in the image's
+    own order, the copy stays a pixel (or a row) per work-item. source_dimensions says which dimension of the image each dimension
     of a view walks."""
     from liftpy.rewrites.copies import copy_padding, source_dimensions
 
@@ -376,6 +376,8 @@ def test_copy_padding_transposes_a_channels_last_copy_in_tiles():
     assert untiled.generated.kernels[0].launch.global_size == (9, 7)  # a pixel's 24 channels each
     rotated = liftpy.compile(copy_padding(rotate=True, sizes=sizes)(lowered).program, sizes)
     assert rotated.generated.kernels[0].launch.global_size[:2] == (7, 24)  # a row each, as before
+    few = liftpy.compile(copy_padding(sizes={**sizes, "c": 3})(lowered).program, {**sizes, "c": 3})
+    assert few.generated.kernels[0].launch.global_size == (9, 7)  # 3 channels: a pixel's each, as before
 
     def walks(text: str):
         return source_dimensions(liftpy.parse(f"def g(x: [[[float]_w]_h]_c) = {text}").main.body, {"x": (0, 1, 2)})
