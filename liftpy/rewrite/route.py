@@ -27,7 +27,8 @@ and turns each into choices -- integer parameters of one space, sampled with the
   The weights of v kernels are then v strided reads; 2 also reads the inputs the outer level walks from a
   copy with that level innermost in memory, tiled by the block (``relayout``: one vector load, and a
   work-item's block of weights one contiguous run, each kernel's held in the order the sum reads it; the copy
-  is a kernel that reads only that input, run once at prepare time where it is a constant input). Which is fastest is searched;
+  is a kernel that reads only that input, run once at prepare time where it is a constant input). Which is
+  fastest is searched;
 * ``local_size``: 0 for global maps (the launch chooses the work-groups), else the parallel levels as
   work-groups, the innermost split into work-groups of that many work-items (mapWrg/mapLcl);
 * ``partial``: 0, or the number w of partial sums a sum is split into where no level is blocked
@@ -50,9 +51,9 @@ and turns each into choices -- integer parameters of one space, sampled with the
   nothing (PoCL, 200 trials each: a matrix product's best staged 1.39 ms against 1.18, the convolutions'
   1.2-12 times slower than their best);
 * ``pad_copy``: where the program pads an input, 1 copies the padded input to memory first, by a kernel of
-  its own (``copy_padding``), so that the computation's reads are unconditional; 0 reads through the
-  padding view, each read testing whether it falls in the padding; 2 copies it with its innermost dimension
-  outermost in memory (``copy_padding(rotate)``), read back through a view: a convolution that pads its
+  its own (``copy_padding``; channels-last, a tiled transpose), so that the computation's reads are
+  unconditional; 0 reads through the padding view, each read testing whether it falls in the padding; 2
+  copies it with its innermost dimension outermost in memory (``copy_padding(rotate)``), read back through a view: a convolution that pads its
   image channels-last then copies whole rows in the image's own order (a grouped convolution's copy 0.03
   ms against 0.06 on PoCL), and its pixels sit side by side for vectors along them; 3 reads through the view
   as 0 does, each read branch-free (``selectPadding``: ``padSelect``), faster or slower than 0's branch
