@@ -104,16 +104,19 @@ def inline_copies(name: str = "padded"):
     return Strategy(s.fn, "inline_copies" if name == "padded" else f"inline_copies({name})")
 
 
+def _rearranging_step(node: Node) -> bool:
+    """``node`` only rearranges its data argument: split, join, transpose, or a map of a function that does."""
+    prim = primitive_of(node)
+    if prim is None or not node.args:
+        return False
+    return prim.rearranges or prim.name == "map" and _rearranging_function(node.args[0])
+
+
 def _rearranges(node: Node, x: str) -> bool:
     """``node`` is ``x`` moved by views that only rearrange it (split, join, transpose, maps of them)."""
     if isinstance(node, Var):
         return node.name == x
-    prim = primitive_of(node)
-    if prim is None or not node.args:
-        return False
-    if prim.rearranges:
-        return _rearranges(node.args[-1], x)
-    return prim.name == "map" and _rearranging_function(node.args[0]) and _rearranges(node.args[-1], x)
+    return _rearranging_step(node) and _rearranges(node.args[-1], x)
 
 
 def _rearranging_function(f: Node) -> bool:
@@ -196,10 +199,7 @@ def element_reads(body: Node, name: str) -> list[tuple[Node, Node]] | None:
 
     def rearranging_parent(node: Node) -> Node | None:
         parent = parents.get(id(node))
-        if parent is None or not isinstance(parent, Prim) or not parent.args or parent.args[-1] is not node:
-            return None
-        prim = primitive_of(parent)
-        return parent if prim.rearranges or prim.name == "map" and _rearranging_function(parent.args[0]) else None
+        return parent if parent is not None and _rearranging_step(parent) and parent.args[-1] is node else None
 
     reads = []
     for element in elements:
@@ -471,8 +471,9 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
         source = next(iter(free_vars(view)))
         source_rank = len(array_dims(next(n for n in walk(typed.body) if isinstance(n, Var) and n.name == source)
                                      .type)[0])
-        walks = source_dimensions(rotated(view, rank, Names(names_in(tree))) if rotate else view,
-                                  {source: tuple(range(source_rank))})
+        walks = source_dimensions(view, {source: tuple(range(source_rank))})
+        if walks is not None and rotate:  # rotated: the innermost dimension outermost
+            walks = walks[-1:] + walks[:-1]
         # The tiles take all three dimensions of the work-items, so the maps of the way (a batch's images, a
         # convolution's groups) run sequentially in each: only where a tile holds 4 to 8 elements of an
         # innermost dimension of 8 or more (not a depthwise convolution's one channel per group)
@@ -481,8 +482,7 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
             at = next(i for i, n in enumerate(walk(fun.body)) if n is view)  # the same node, its sizes given
             sized = list(walk(typecheck(tree, sizes).program.function(fun.name).body))[at]
             innermost = arith.as_expr(array_dims(sized.type)[0][-2 if rotate else -1]).as_int() or 0
-            tile = max(d for d in range(1, 9) if innermost % d == 0) if innermost >= 8 else None
-            tile = tile if tile and tile >= 4 else None
+            tile = next((d for d in range(8, 3, -1) if innermost % d == 0), None) if innermost >= 8 else None
         parallel_dims = 3 if tile else 1 if rank == 1 else min(rank - 1, 2)
 
         def copy_of(array):
