@@ -344,8 +344,8 @@ def test_the_register_filling_blocks_and_vectors_follow_the_device():
     space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes, avx2)
     starts = space.starting_points()
     assert all(c["vector"] in (0, 4, 8) for c in starts) and space.default()["vector"] == 8
-    blocks = {}
-    for c in starts[1:]:
+    blocks = {}  # each kind's first start (the default, 16 x 4 already, is the first of its kind)
+    for c in starts:
         blocks.setdefault((c["vector_outer"], c["pad_copy"]), (c["block.kernelWeights"], c["block.window"], c["vector"]))
     assert blocks[2, 1] == (16, 4, 8) and blocks[0, 2] == (4, 16, 8)
     x, w, b = (np.random.default_rng(6).standard_normal(shape, dtype=np.float32)
@@ -354,6 +354,35 @@ def test_the_register_filling_blocks_and_vectors_follow_the_device():
     for c in starts[:3]:
         _close(liftpy.compile(space.lower(c), sizes).run({"input": x, "weights": w, "biases": b}, poison=True).output,
                expected)
+
+
+def test_the_default_block_fits_a_cpus_vector_registers():
+    """The default's 2D block of relaid kernel vectors keeps a step's values in the vector registers: its
+    accumulators, the weight vectors the step loads and the pixel it broadcasts. With AVX2's 16 registers the
+    block of 16 kernels (2 vectors) x 8 pixels (16 accumulators) would spill; it is refilled to half the
+    registers, 16 x 4. One vector of 16 kernels x 8 pixels fits AVX-512's 32 as it is, and a GPU's block is
+    left alone (no vector register file to fit). The refilled default computes what numpy does."""
+    from liftpy.params import target_profiles
+
+    profiles = target_profiles()
+    avx2 = dataclasses.replace(profiles["pocl-cpu"], preferred_vector_width_float=8)
+    sizes = {"N": 1, "C": 8, "H": 16, "W": 16, "K": 64, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1)}
+    program = liftpy.load(PROGRAMS / "conv_bias_relu.lift")
+
+    def block(config):
+        return (config["block.kernelWeights"], config["block.window"], config["vector"], config["vector_outer"],
+                config["pad_copy"])
+
+    space = RouteSpace(program, sizes, avx2)
+    assert block(space.default()) == (16, 4, 8, 2, 1)
+    assert block(RouteSpace(program, sizes, profiles["pocl-cpu"]).default()) == (16, 8, 16, 2, 1)
+    assert block(RouteSpace(program, sizes, profiles["nvidia-gtx1080"]).default()) == (16, 8, 4, 2, 1)
+    x, w, b = (np.random.default_rng(9).standard_normal(shape, dtype=np.float32)
+               for shape in ((1, 8, 16, 16), (64, 8, 3, 3), (64,)))
+    got = liftpy.compile(space.lower(space.default()), sizes).run({"input": x, "weights": w, "biases": b},
+                                                                  poison=True).output
+    _close(got, np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0))
 
 
 def test_a_map_over_a_blocks_results_takes_no_parallel_level():
@@ -561,12 +590,14 @@ def test_what_a_group_stages_fits_the_devices_local_memory():
 def test_a_level_of_one_element_takes_no_parallel_dimension():
     """conv2d.lift for one image and one group: the maps over the images and the groups run once, as
     sequential loops of one step, and the two parallel levels of the default are the kernels and the rows
-    (a dimension given to the image ran the whole layer in one work-item, on one core)."""
+    (a dimension given to the image ran the whole layer in one work-item, on one core). 48 kernels: the
+    default's block leaves them more than one block on every device (on AVX2, 24 kernels were one block of 3
+    vectors x 2 pixels)."""
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 3, 7, 6)).astype(np.float32)
-    w = rng.standard_normal((24, 3, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(24).astype(np.float32)
-    sizes = {"N": 1, "C": 3, "H": 7, "W": 6, "K": 24, "groups": 1, "kernelHeight": 3, "kernelWidth": 3,
+    w = rng.standard_normal((48, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(48).astype(np.float32)
+    sizes = {"N": 1, "C": 3, "H": 7, "W": 6, "K": 48, "groups": 1, "kernelHeight": 3, "kernelWidth": 3,
              "padSize": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1)}
     space = RouteSpace(liftpy.load(Path(liftpy.__file__).parent / "nn" / "conv2d.lift"), sizes, function="conv2d")
     assert {"image", "groupInput"} <= space.unit_levels

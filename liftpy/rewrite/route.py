@@ -147,8 +147,14 @@ def accumulator_targets(device) -> tuple[int, ...]:
     a small block's window stays in the first-level cache), 200 trials each; on AVX2 (Zen 3, 8-lane vectors,
     kernels x pixels per work-item) 8 accumulators took 20 ms on VGG-16's layer 10 where 14 took 33 and 28
     took 26, but 14 took 11 ms on layer 24 where 8 took 17."""
-    registers = 32 if device.preferred_vector_width_float >= 16 else 16
+    registers = vector_registers(device)
     return tuple(dict.fromkeys((registers - 4, registers * 3 // 4, registers // 2, registers // 4)))
+
+
+def vector_registers(device) -> int:
+    """A CPU's vector registers, of its preferred width: 32 where its preferred vectors have 16 lanes
+    (AVX-512), else 16 (AVX2)."""
+    return 32 if device.preferred_vector_width_float >= 16 else 16
 
 
 def _prime_factors(n: int) -> list[int]:
@@ -792,10 +798,14 @@ class RouteSpace:
         copy on eight of nine 3x3 layers from 3 to 512 channels (VGG-16's layer 0, of three channels, 0.85x).
         Where no vectors are relaid, the inner level's vectors (:meth:`_inner_default`), the padding copied
         rotated where the program pads (its pixels side by side, as the vectors read them: a depthwise 3x3
-        layer of 64 channels 0.47 ms against 0.73 copied as read and 1.12 through the view)."""
+        layer of 64 channels 0.47 ms against 0.73 copied as read and 1.12 through the view). On a CPU the
+        relaid block keeps a step's values in the vector registers (:meth:`_fitting_registers`): on AVX2 the
+        nine VGG-16 layers' defaults took 371 ms where they spilled, 177 where they fit, as their tuned picks
+        did (Zen 3, whole calls, interleaved)."""
         inner = self._inner_default()
         if self.pads:
-            relaid = [{**c, "pad_copy": 1} for c in self._outer_vectors(inner) if c["vector_outer"] == 2]
+            relaid = [{**c, "pad_copy": 1} for c in map(self._fitting_registers, self._outer_vectors(inner))
+                      if c["vector_outer"] == 2]
             rotated = [{**inner, "pad_copy": 2}] if inner["vector"] and self.rotates else []
             for config in relaid + rotated:
                 if self.valid(config):
@@ -843,6 +853,23 @@ class RouteSpace:
         width = max((w for w in self._widths() if size % w == 0), default=0)
         kinds = [{**base, outer.key: size, "vector": width, "vector_outer": kind, "unroll": 1} for kind in (1, 2)]
         return [config for config in kinds if width and self.valid(config)]
+
+    def _fitting_registers(self, config: Mapping[str, int]) -> dict[str, int]:
+        """``config`` itself where a step's values fit a CPU's vector registers (the accumulators of its 2D
+        block of outer vectors, the vectors the step loads, the value it broadcasts), else its block refilled
+        (:meth:`_filled`) to half the registers. Past them the C compiler spills an accumulator and its every
+        step waits on memory: on AVX2 (Zen 3, PoCL; 16 registers) VGG-16's layer 19 in a block of 16 kernels x 7
+        pixels (14 accumulators, two weight vectors, a broadcast) took 74 ms of kernel where 16 x 4 took 28, and
+        the tuned picks of all nine layers held 8 accumulators."""
+        block = self._block_2d(config)
+        if not self.device.is_cpu or block is None or not config["vector"] or not config["vector_outer"]:
+            return dict(config)
+        outer, inner = block
+        vectors = config[outer.key] // config["vector"]
+        registers = vector_registers(self.device)
+        if vectors * config[inner.key] + vectors + 1 <= registers:
+            return dict(config)
+        return self._filled(config, registers // 2) or dict(config)
 
     def _widths(self) -> tuple[int, ...]:
         """The vector widths the starting points use, narrowest first: 4, 8 and 16 lanes, up to the device's
