@@ -93,8 +93,8 @@ def test_the_space_is_read_off_the_nests():
     space, *_ = _space("matmul")
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
     assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer",
-                                            "pad_copy", "partial", "reorder", "local_memory", "chunk", "block.aRow",
-                                            "block.bCol"}
+                                            "pad_copy", "partial", "reorder", "local_memory", "chunk", "join_rows",
+                                            "block.aRow", "block.bCol"}
     assert not space.pads and all(c["pad_copy"] == 0 for c in space.sample(50))
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
@@ -144,8 +144,8 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
 
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
-    with pytest.raises(SizeError, match="block.aRow, block.bCol, chunk, local_memory, local_size, pad_copy, parallel, "
-                                        "partial, reorder, sequential_outer, unroll"):
+    with pytest.raises(SizeError, match="block.aRow, block.bCol, chunk, join_rows, local_memory, local_size, pad_copy, "
+                                        "parallel, partial, reorder, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
@@ -263,8 +263,8 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
     reading the padding from a rotated copy), the inner level's vectors, the outer level's gathered, and relaid
     reading through the padding view, the inner ones with the padding copied rotated (the image's own order:
     where the inner level has vectors), and the default with the window walked channel first; then each of
-    these with every level parallel and its window walked the other way: valid, distinct configurations the
-    route makes and numpy agrees with."""
+    these with every level parallel and its window walked the other way, and last the joined rows' whose blocks
+    span rows: valid, distinct configurations the route makes and numpy agrees with."""
     space, inputs, sizes, expected = _space("conv_bias_relu")
     every = space.starting_points()
     starts, spread = _spread_apart(every)
@@ -272,7 +272,10 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
         [(2, 1, 0), (2, 2, 0), (1, 0, 0), (2, 0, 0), (0, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors
     assert all(c["vector"] for c in starts if c["vector_outer"])
-    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every) == 12
+    joined = [c for c in every if c["join_rows"]]  # its 3 rows of 7 windows joined, in blocks of 3
+    assert joined and all(c["block.window"] == 3 for c in joined)
+    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every) \
+        == 12 + len(joined)
     for config in every:
         _close(_run(space, config, inputs, sizes), expected)
     grouped, inputs, sizes, expected = _space("grouped_conv")  # no 2D block of outer vectors; inner ones
@@ -286,7 +289,11 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
 
 def _spread_apart(starts):
     """The starting points before the spread ones, and the spread ones: each an earlier one with every level
-    parallel (3) and its sum's loops in the other order where the space has it."""
+    parallel (3) and its sum's loops in the other order where the space has it. The joined rows' starting points
+    (``join_rows`` 1), last, are left out."""
+    joined = [c for c in starts if c["join_rows"]]
+    assert starts[len(starts) - len(joined):] == joined
+    starts = starts[:len(starts) - len(joined)]
     spread = [c for c in starts if c["parallel"] == 3]
     first = starts[:len(starts) - len(spread)]
     assert all(c["parallel"] != 3 for c in first)
@@ -383,6 +390,44 @@ def test_the_default_block_fits_a_cpus_vector_registers():
     got = liftpy.compile(space.lower(space.default()), sizes).run({"input": x, "weights": w, "biases": b},
                                                                   poison=True).output
     _close(got, np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0))
+
+
+def test_joined_rows_let_a_block_of_windows_span_rows():
+    """``join_rows``: conv2d.lift's map over the rows of windows and each row's windows, joined into one map over
+    the image's windows (``joinRows``), so that a block may span rows -- 4 windows of a 6-wide output, whose rows
+    allow blocks of 2, 3 and 6. Offered where the joined level allows a block of up to 16 that the rows do not
+    (not on a 16-wide output: 256 windows add only blocks of 32 and more). Its configurations compute what
+    numpy does; the starting points hold joined ones whose blocks span rows (the others are twins of unjoined
+    ones), samples none; a configuration's neighbours include its twin with the rows joined or not."""
+    program = liftpy.load(Path(liftpy.__file__).parent / "nn" / "conv2d.lift")
+    sizes = {"N": 1, "C": 8, "H": 6, "W": 6, "K": 16, "groups": 1, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1)}
+    space = RouteSpace(program, sizes, function="conv2d")
+    assert space.joined is not None
+    assert {level.name: level.extent for level in space.levels}["window"] == 6
+    assert {level.name: level.extent for level in space.joined.levels}["window"] == 36
+    config = {**space.default(), "block.window": 3}
+    joined = {**config, "block.window": 4, "join_rows": 1}
+    assert space.valid(config) and space.valid(joined) and not space.valid({**config, "block.window": 4})
+    assert {**config, "join_rows": 1} in space.neighbours(config)
+    assert config in space.neighbours({**config, "join_rows": 1})
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    expected = reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
+    for c in (joined, {**joined, "parallel": 1}, {**joined, "pad_copy": 0}):
+        assert space.valid(c)
+        output = liftpy.compile(space.lower(c), sizes, function="conv2d").run(
+            {"input": x, "weights": w, "biases": b}, poison=True).output
+        _close(output.reshape(expected.shape), expected)
+    assert not any(c["join_rows"] for c in space.sample(200, seed=4))
+    starts = [c for c in space.starting_points() if c["join_rows"]]
+    assert starts and all(36 % c["block.window"] == 0 and 6 % c["block.window"] for c in starts)
+    wide = RouteSpace(program, {**sizes, "H": 16, "W": 16}, function="conv2d")
+    assert wide.joined is None and not wide.valid({**wide.default(), "join_rows": 1})
+    with pytest.raises(SizeError, match="join_rows"):
+        wide.lower({**wide.default(), "join_rows": 1})
 
 
 def test_a_map_over_a_blocks_results_takes_no_parallel_level():
@@ -578,7 +623,7 @@ def test_what_a_group_stages_fits_the_devices_local_memory():
     staged = [c for c in configs if c["local_memory"]][:6]
     assert staged and all(0 < local_floats(space.lower(c)) <= 8192 for c in staged)
     refused = [c for c in configs if not c["local_memory"] and c["local_size"] and c["pad_copy"] == 0
-               and c["reorder"] == 0 and not space.valid({**c, "local_memory": 1})]
+               and c["reorder"] == 0 and not c["join_rows"] and not space.valid({**c, "local_memory": 1})]
     made = [(structure, values) for structure, values in (space.structure_of({**c, "local_memory": 1}) for c in refused)
             if space.sketch(structure).program is not None][:3]  # those where the group reads a shared array
     assert made

@@ -57,7 +57,13 @@ and turns each into choices -- integer parameters of one space, sampled with the
   image channels-last then copies whole rows in the image's own order (a grouped convolution's copy 0.03
   ms against 0.06 on PoCL), and its pixels sit side by side for vectors along them; 3 reads through the view
   as 0 does, each read branch-free (``selectPadding``: ``padSelect``), faster or slower than 0's branch
-  depending on the kernel around it.
+  depending on the kernel around it;
+* ``join_rows``: where the program maps over the rows of a 2D array and then over each row's elements, each
+  giving one result (a convolution's rows of windows), 1 maps over the joined rows instead (``joinRows``), so
+  that a block of the inner level may span rows: 4 windows of a 14-wide image, whose rows allow blocks of 2, 7
+  and 14 only. Offered where the joined level allows a block of up to 16 elements that the rows do not
+  (:attr:`RouteSpace.joined`, the joined program's own space: its levels' lengths differ); its configurations
+  are among the starting points and the neighbours, not in samples (each structure sampled costs its space).
 
 ``reorder``, ``pad_copy`` and ``local_memory`` change no tuning parameter: their sketches share the parameter
 space of the same structure without them (``local_memory`` adds that the staged arrays fit the device's local
@@ -136,6 +142,8 @@ SPLIT = (0, 1)
 REORDER = (0, 1)
 #: with work-groups: what the group's work-items all read staged in local memory or not
 LOCAL_MEMORY = (0, 1)
+#: the largest block a joined level must allow for the rows to be joined: a register block's length
+MAX_JOINED_BLOCK = 16
 
 
 def accumulator_targets(device) -> tuple[int, ...]:
@@ -341,12 +349,13 @@ class RouteSpace:
     gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
 
     CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy", "partial",
-               "reorder", "local_memory", "chunk")
+               "reorder", "local_memory", "chunk", "join_rows")
     #: what a configuration recorded before a choice existed means by its absence
     ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0, "local_memory": 0,
-              "chunk": 0}
+              "chunk": 0, "join_rows": 0}
 
-    def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None):
+    def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None,
+                 join_rows: bool = True):
         from ..params import resolve_device
 
         self.program = program.only(function)  # the route's rewrites walk the whole program
@@ -380,6 +389,10 @@ class RouteSpace:
         #: cannot leave the maps around it)
         self.sum_length = self._sum_length()
         self._structure_set: frozenset[Structure] = frozenset(self.structures())
+        #: the program with its rows joined, where that allows a block the rows do not (its space, made when
+        #: first asked for: :attr:`joined`); else None
+        self._joined_program = self._joined_rows() if join_rows else None
+        self._joined_space: RouteSpace | None = None
 
     # ------------------------------------------------------------------------------------------ structure
     def _levels(self) -> tuple[Level, ...]:
@@ -390,6 +403,46 @@ class RouteSpace:
                     and names[0] not in {level.name for level in out}:
                 out.append(Level(names[0], extent))
         return tuple(out)
+
+    def _joined_rows(self) -> Program | None:
+        """The program with its rows joined (``joinRows``), where a spatial level of its nests that reduce allows
+        a block of up to MAX_JOINED_BLOCK elements that the same level of the rows does not."""
+        from . import rules
+
+        joined = topDown(rules.joinRows)(self.program)
+        if not isinstance(joined, Success):
+            return None
+        spans = any(self._spans_rows(names[0], d) for names, extent, reduces
+                    in spatial_loops(joined.program, self.sizes, self.function) if reduces and names and extent
+                    for d in range(2, min(extent, MAX_JOINED_BLOCK) + 1) if extent % d == 0)
+        return joined.program if spans else None
+
+    @property
+    def joined(self) -> "RouteSpace | None":
+        """The space of the program with its rows joined (``join_rows`` 1), where that allows a block the rows
+        do not; else None."""
+        if self._joined_program is not None and self._joined_space is None:
+            self._joined_space = RouteSpace(self._joined_program, self.sizes, self.device, self.function,
+                                            join_rows=False)
+        return self._joined_space
+
+    def _spans_rows(self, name: str, block: int) -> bool:
+        """Whether a block of the joined level ``name`` is one the rows do not allow (it spans rows)."""
+        extents = {level.name: level.extent for level in self.levels}
+        return name in extents and block > 1 and extents[name] % block != 0
+
+    def _needs_joining(self, config: Mapping[str, int]) -> bool:
+        """Whether a configuration of the joined rows' space blocks a level as the rows do not allow (else it is
+        the twin of one of this space's: the same computation, other index arithmetic)."""
+        return any(self._spans_rows(level.name, config[level.key]) for level in self.joined.levels)
+
+    def _side(self, config: Mapping[str, int]) -> tuple["RouteSpace", dict[str, int]]:
+        """The space a configuration is one of -- the joined rows' for ``join_rows`` 1 -- and the configuration
+        as that space writes it (its own ``join_rows`` 0)."""
+        config = {**self.ABSENT, **config}
+        if config["join_rows"] and self._joined_program is not None:
+            return self.joined, {**config, "join_rows": 0}
+        return self, config
 
     def _sum_length(self) -> int | None:
         """The length of the sum ``split_sum`` splits at these sizes (None where it splits none)."""
@@ -655,7 +708,7 @@ class RouteSpace:
                   "vector": int(values.get(VECTOR_WIDTH, 0)), "vector_outer": max(0, structure.vector - 1),
                   "pad_copy": structure.pad_copy, "partial": int(values.get(PARTIAL_WIDTH, 0)),
                   "reorder": structure.reorder, "local_memory": structure.local_memory,
-                  "chunk": int(values.get(CHUNK, 0))}
+                  "chunk": int(values.get(CHUNK, 0)), "join_rows": 0}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
@@ -668,6 +721,8 @@ class RouteSpace:
         if set(config) != expected:
             raise SizeError(f"a configuration of this program's route has the choices {', '.join(sorted(expected))}; "
                             f"got {', '.join(sorted(config)) or 'none'}")
+        if config["join_rows"]:
+            raise SizeError("join_rows: this program's rows cannot be joined here (or joining allows no other block)")
         blocked = tuple(level.name for level in reversed(self.levels) if config[level.key] > 1)
         values = {_parameter_name(n): int(config[f"block.{n}"]) for n in blocked}
         if config[LOCAL_SIZE]:
@@ -687,6 +742,9 @@ class RouteSpace:
 
     def lower(self, config: Mapping[str, int]) -> Program:
         """The low-level program of a configuration, its block sizes bound."""
+        side, own = self._side(config)
+        if side is not self:
+            return side.lower(own)
         structure, values = self.structure_of(config)
         sketch = self.sketch(structure)
         if sketch.program is None:
@@ -707,10 +765,13 @@ class RouteSpace:
                 yield structure, space
 
     def count(self) -> int:
+        """The configurations :meth:`sample` draws from (the joined rows' not among them)."""
         return sum(space.count().value if space.parameters else 1 for _, space in self.sketches())
 
     def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
-        """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order. The
+        """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order (the joined
+        rows' are not drawn: :meth:`starting_points` and :meth:`neighbours` reach them; drawing them too cost
+        a sample of 1,000 of a 56 x 56 convolution 3-4 s more, 19-20 s on Zen 3). The
         structures' spaces are made in that order and only until ``n`` of them have given one configuration
         each (making all 1824 of a small convolution's took 15 s, to return 20); where fewer than ``n`` exist,
         each is asked for a share of ``n``, the share doubled while some space could give more and ``n`` is
@@ -742,6 +803,17 @@ class RouteSpace:
             share *= 2
 
     def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
+        """:meth:`_neighbours_here` in the configuration's space (the joined rows' or this one), and the same
+        choices with the rows joined or not, where that is a configuration."""
+        side, own = self._side(config)
+        joined = int(side is not self)
+        out = [{**c, "join_rows": joined} for c in side._neighbours_here(own)]
+        other = {**own, "join_rows": 1 - joined}
+        if self._joined_program is not None and self.valid(other):
+            out.append(other)
+        return out
+
+    def _neighbours_here(self, config: Mapping[str, int]) -> list[dict[str, int]]:
         """The valid configurations that differ from ``config`` in one choice: a block one divisor smaller or
         larger (or unblocked), the vector width, the work-groups' size, the number of partial sums or the
         elements per chunk halved or doubled (or none), another
@@ -779,7 +851,10 @@ class RouteSpace:
 
     def valid(self, config: Mapping[str, int]) -> bool:
         """Whether a configuration is one of the space's, as the space writes it (its sketch exists and its
-        values satisfy it)."""
+        values satisfy it), or one of the joined rows' space (``join_rows`` 1)."""
+        side, own = self._side(config)
+        if side is not self:
+            return side.valid(own)
         try:
             structure, values = self.structure_of(config)
         except SizeError:
@@ -926,7 +1001,10 @@ class RouteSpace:
         layer 19 a block of 16 kernels (one vector) x 28 pixels so read ran 16.5 ms where the 200 trials' best
         (16 x 7, copied as read) ran 17.1 and the hand-written pipelines' best 17.0 (interleaved whole calls,
         Zen 4); with the copy as read the same block ran 13.4 ms on layer 17 where the search's best ran 8.9
-        (whole calls; 28 pixels read 256 floats apart)."""
+        (whole calls; 28 pixels read 256 floats apart). Where the rows can be joined, the joined rows' starting
+        points follow, those whose blocks span rows, not spread: VGG-16's layer 24 (14 x 14 windows) in blocks of 16
+        kernels x 4 windows of the joined rows took 7.9 ms of kernels where its tuned pick, 32 x 2 of a row,
+        took 9.8 (Zen 3, interleaved)."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
         relaid = [c for c in outer if c["vector_outer"] == 2]
@@ -950,12 +1028,20 @@ class RouteSpace:
                     if candidate not in out:
                         out.append(candidate)
                     break
+        if self._joined_program is not None:  # last, the joined rows' whose blocks span rows (not spread: a short
+            # tuning's budget; a local search spreads them)
+            out += [{**c, "join_rows": 1} for c in self.joined.starting_points()
+                    if self._needs_joining(c) and c["parallel"] != max(PARALLEL)]
         return out
 
     def describe(self) -> str:
         levels = ", ".join(f"{level.name} ({level.extent})" for level in self.levels) or "none"
-        return f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
+        text = f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
+        if self._joined_program is not None:
+            joined = ", ".join(f"{level.name} ({level.extent})" for level in self.joined.levels)
+            text += f"; with its rows joined (join_rows 1): {joined}, {len(list(self.joined.sketches()))} sketches"
+        return text
 
 
-__all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "accumulator_targets", "binds", "block_level",
-           "partial_sums", "route_lowering", "spatial_loops", "split_sum", "unit_levels", "walks_block"]
+__all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "accumulator_targets", "vector_registers",
+           "binds", "block_level", "partial_sums", "route_lowering", "spatial_loops", "split_sum", "unit_levels", "walks_block"]
