@@ -1044,4 +1044,5 @@ class RouteSpace:
 
 
 __all__ = ["ROUTE_VERSION", "RouteSpace", "Structure", "Sketch", "Level", "accumulator_targets", "vector_registers",
-           "binds", "block_level", "partial_sums", "route_lowering", "spatial_loops", "split_sum", "unit_levels", "walks_block"]
+           "binds", "block_level", "partial_sums", "route_lowering", "spatial_loops", "split_sum", "unit_levels",
+           "walks_block"]
