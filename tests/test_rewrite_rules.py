@@ -101,6 +101,19 @@ def test_join_split(m, k, f, seed):
     check(rules.joinSplit, f"def p(xs: [[float]_m]_k) = map(row -> map(x -> {f}, row), xs)", arrays(seed, xs=(k, m)))
 
 
+@covers("joinRows")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), hs.integers(1, 3), scalar_fun("x"), seeds)
+def test_join_rows(m, k, n, f, seed):
+    """Each element of a row gives one sum (a reduce, over an array that may depend on the element): the rows
+    joined, the sums cut back into rows. Where each gives two values the rule does not match."""
+    check(rules.joinRows, f"def p(xs: [[float]_m]_k, ys: [float]_n) = "
+                          f"map(row -> join(map(x -> reduce({f}, (a, y) -> a + y, map(y -> y * x, ys)), row)), xs)",
+          arrays(seed, xs=(k, m), ys=(n,)))
+    two = liftpy.parse("def p(xs: [[float]_m]_k, ys: [float]_2) = map(row -> join(map(x -> map(y -> x * y, ys), row)), xs)")
+    assert explore(two, rules=[rules.joinRows], depth=1) == []
+
+
 # ------------------------------------------------------------------------------------------------ fusion
 @covers("mapFusion")
 @settings(max_examples=EXAMPLES)

@@ -59,7 +59,7 @@ and turns each into choices -- integer parameters of one space, sampled with the
   as 0 does, each read branch-free (``selectPadding``: ``padSelect``), faster or slower than 0's branch
   depending on the kernel around it;
 * ``join_rows``: where the program maps over the rows of a 2D array and then over each row's elements, each
-  giving one result (a convolution's rows of windows), 1 maps over the joined rows instead (``joinRows``), so
+  giving one sum (a convolution's rows of windows), 1 maps over the joined rows instead (``joinRows``), so
   that a block of the inner level may span rows: 4 windows of a 14-wide image, whose rows allow blocks of 2, 7
   and 14 only. Offered where the joined level allows a block of up to 16 elements that the rows do not
   (:attr:`RouteSpace.joined`, the joined program's own space: its levels' lengths differ); its configurations
