@@ -1002,9 +1002,11 @@ class RouteSpace:
         (16 x 7, copied as read) ran 17.1 and the hand-written pipelines' best 17.0 (interleaved whole calls,
         Zen 4); with the copy as read the same block ran 13.4 ms on layer 17 where the search's best ran 8.9
         (whole calls; 28 pixels read 256 floats apart). Where the rows can be joined, the joined rows' starting
-        points follow, those whose blocks span rows, not spread: VGG-16's layer 24 (14 x 14 windows) in blocks of 16
-        kernels x 4 windows of the joined rows took 7.9 ms of kernels where its tuned pick, 32 x 2 of a row,
-        took 9.8 (Zen 3, interleaved)."""
+        points follow, those whose blocks span rows, not spread, each also with one parallel level (each
+        work-item walking all the windows, its block of weights kept in its cache): VGG-16's layer 24 (14 x 14
+        windows) in blocks of 16 kernels x 4 windows of the joined rows took 7.9 ms of kernels so, 12.2 with the
+        windows parallel too, where its tuned pick, 32 x 2 of a row, took 9.8 (Zen 3, interleaved); a search
+        of 120 trials starting from the parallel ones alone did not reach it."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
         relaid = [c for c in outer if c["vector_outer"] == 2]
@@ -1029,9 +1031,12 @@ class RouteSpace:
                         out.append(candidate)
                     break
         if self._joined_program is not None:  # last, the joined rows' whose blocks span rows (not spread: a short
-            # tuning's budget; a local search spreads them)
-            out += [{**c, "join_rows": 1} for c in self.joined.starting_points()
-                    if self._needs_joining(c) and c["parallel"] != max(PARALLEL)]
+            # tuning's budget; a local search spreads them), each also with one parallel level
+            for c in self.joined.starting_points():
+                if self._needs_joining(c) and c["parallel"] != max(PARALLEL):
+                    for candidate in ({**c, "join_rows": 1}, {**c, "join_rows": 1, "parallel": 1}):
+                        if candidate not in out and self.valid(candidate):
+                            out.append(candidate)
         return out
 
     def describe(self) -> str:
