@@ -345,8 +345,10 @@ def _parameter_name(level: str) -> str:
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
     every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector``, ``vector_outer``,
-    ``pad_copy``, ``partial``, ``reorder``, ``local_memory`` and ``block.<level>``), ``lower(config)``
-    gives the low-level program a configuration stands for, ``default()`` the route's choice without tuning."""
+    ``pad_copy``, ``partial``, ``reorder``, ``local_memory``, ``join_rows`` and ``block.<level>``),
+    ``lower(config)`` gives the low-level program a configuration stands for, ``default()`` the route's choice
+    without tuning.
+    ``join_rows=False`` leaves the rows unjoined (the joined rows' own space is made so)."""
 
     CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy", "partial",
                "reorder", "local_memory", "chunk", "join_rows")
