@@ -507,6 +507,9 @@ class Pad(Primitive):
         return PadView(inner, node.type, node.params[0], node.args[1].type.size, cg.value(node.args[0], level),
                        self.branch_free)
 
+    def dest_for_arg(self, node, dest):
+        return _crop_dest(node, dest)
+
 
 @primitive
 class PadSelect(Pad):
@@ -547,6 +550,21 @@ class PadClamp(Primitive):
         from .codegen.views import PadView
 
         return PadView(cg.value(node.args[0], level), node.type, node.params[0], node.args[0].type.size, None)
+
+    def dest_for_arg(self, node, dest):
+        return _crop_dest(node, dest)
+
+
+def _crop_dest(node: Prim, dest):
+    """Where to write the argument of a pad that only crops (both sizes at most 0: no element is made up, so
+    the argument's elements can be written where they land, those cropped away not at all); None otherwise."""
+    from .arith import prove_nonneg
+    from .codegen.views import CropDest
+
+    left, right = node.params[:2]
+    if not (prove_nonneg(0 - arith.as_expr(left)) and prove_nonneg(0 - arith.as_expr(right))):
+        return None
+    return CropDest(dest, node.args[-1].type, left)
 
 
 @primitive

@@ -114,6 +114,22 @@ def test_join_rows(m, k, n, f, seed):
     assert explore(two, rules=[rules.joinRows], depth=1) == []
 
 
+@covers("roundUp")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 9), hs.integers(1, 5), scalar_fun("x"), seeds)
+def test_round_up(n, r, f, seed):
+    """The map over the array with its last element repeated r times, the extra results cropped: what the map
+    gives (the last element's own result included), and after it a block of n + r that does not divide n."""
+    text = f"def p(xs: [float]_n) = map(x -> {f}, xs)"
+    xs = arrays(seed, xs=(n,))
+    (variant,) = check(rules.roundUp(r), text, xs)
+    blocked = explore(variant.program, rules=[rules.splitJoin(n + r)], depth=1)
+    assert blocked, "the rounded map splits by its rounded length"
+    expected = liftpy.evaluate(liftpy.parse(text), xs)
+    for v in blocked:
+        np.testing.assert_array_equal(liftpy.evaluate(v.program, xs), expected)
+
+
 # ------------------------------------------------------------------------------------------------ fusion
 @covers("mapFusion")
 @settings(max_examples=EXAMPLES)

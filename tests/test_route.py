@@ -94,7 +94,7 @@ def test_the_space_is_read_off_the_nests():
     assert [level.name for level in space.levels] == ["aRow", "bCol"]
     assert {k for k in space.default()} == {"parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer",
                                             "pad_copy", "partial", "reorder", "local_memory", "chunk", "join_rows",
-                                            "block.aRow", "block.bCol"}
+                                            "round_up", "block.aRow", "block.bCol"}
     assert not space.pads and all(c["pad_copy"] == 0 for c in space.sample(50))
     space, *_ = _space("conv_bias_relu")
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
@@ -145,7 +145,7 @@ def test_block_sizes_divide_their_level_and_fit_the_device():
 def test_a_configuration_with_missing_or_unknown_choices_is_refused():
     space, *_ = _space("matmul")
     with pytest.raises(SizeError, match="block.aRow, block.bCol, chunk, join_rows, local_memory, local_size, pad_copy, "
-                                        "parallel, partial, reorder, sequential_outer, unroll"):
+                                        "parallel, partial, reorder, round_up, sequential_outer, unroll"):
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
@@ -426,6 +426,49 @@ def test_joined_rows_let_a_block_of_windows_span_rows():
     assert wide.joined is None and not wide.valid({**wide.default(), "join_rows": 1})
     with pytest.raises(SizeError, match="join_rows"):
         wide.lower({**wide.default(), "join_rows": 1})
+
+
+def test_a_rounded_level_takes_blocks_that_do_not_divide_it():
+    """``round_up``: the innermost level (a row's windows, 63 of them) rounded up to a multiple of a block that
+    does not divide it (``roundUp``: the last window repeated, its extra results cropped), so that 63 windows
+    take blocks of 4 and 8 (64 computed). Offered for blocks up to 16 where the elements added are at most a
+    32nd of the level (blocks of 5 would add 2: not). Its configurations compute what numpy does, every
+    window written once and none past the output (the extra results' stores guarded); a block one larger or
+    smaller is a neighbour, rounded or not as it needs; on AVX2 the starting points hold 2 vectors of kernels x
+    6 windows (12 accumulators: the register target) of a 64-wide row rounded up to 66; samples hold none."""
+    from liftpy.params import target_profiles
+
+    avx2 = dataclasses.replace(target_profiles()["pocl-cpu"], preferred_vector_width_float=8)
+    program = liftpy.load(Path(liftpy.__file__).parent / "nn" / "conv2d.lift")
+    sizes = {"N": 1, "C": 8, "H": 3, "W": 63, "K": 16, "groups": 1, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1)}
+    space = RouteSpace(program, sizes, avx2, function="conv2d")
+    assert space.levels[-1].name == "window" and space.levels[-1].extent == 63
+    assert space.rounded_blocks == {2: 1, 4: 1, 8: 1, 16: 1}
+    assert space.rounded(1).levels[-1].extent == 64 and space.rounded(2) is None
+    config = {**space.default(), "block.window": 3}
+    rounded = {**config, "block.window": 4, "round_up": 1}
+    assert space.valid(config) and space.valid(rounded) and not space.valid({**config, "block.window": 4})
+    assert not space.valid({**config, "block.window": 5, "round_up": 2})
+    assert rounded in space.neighbours(config) and config in space.neighbours(rounded)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 8, 3, 63)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    expected = reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
+    for c in (rounded, {**rounded, "block.window": 8}, {**rounded, "pad_copy": 0}, {**rounded, "parallel": 3}):
+        assert space.valid(c)
+        exe = liftpy.compile(space.lower(c), sizes, function="conv2d")
+        assert "if (" in exe.sources["conv2d_output"]
+        output = exe.run({"input": x, "weights": w, "biases": b}, poison=True).output
+        _close(output.reshape(expected.shape), expected)
+    assert not any(c["round_up"] for c in space.sample(200, seed=5))
+    with pytest.raises(SizeError, match="round_up"):
+        space.lower({**config, "round_up": 3})
+    wide = RouteSpace(program, {**sizes, "W": 64}, avx2, function="conv2d")
+    starts = [c for c in wide.starting_points() if c["round_up"]]
+    assert any((c["block.kernelWeights"], c["vector"], c["block.window"]) == (16, 8, 6) for c in starts), starts
+    assert all(64 % c["block.window"] and (64 + c["round_up"]) % c["block.window"] == 0 for c in starts)
 
 
 def test_a_map_over_a_blocks_results_takes_no_parallel_level():

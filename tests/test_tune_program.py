@@ -37,7 +37,8 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
                        constants=("weights", "biases"))
     assert best.time_ms > 0 and set(best.config) == {"parallel", "sequential_outer", "unroll", "local_size", "vector",
                                                      "vector_outer", "pad_copy", "partial", "reorder", "local_memory",
-                                                     "chunk", "join_rows", "block.kernelWeights", "block.window"}
+                                                     "chunk", "join_rows", "round_up", "block.kernelWeights",
+                                                     "block.window"}
     assert len(best.trials) == 5 and all(t.status == "ok" and t.max_error <= 1 for t in best.trials)
     assert best.trials[0].config == ProgramTask.make(CONV, CONV_SIZES).space().default()  # the default first
     rng = np.random.default_rng(11)

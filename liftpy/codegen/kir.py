@@ -11,7 +11,9 @@ OpenCL C. Statements:
   statements computing a value into memory that the work-items after it read (where barriers go).
 * :class:`Store` / :class:`VStore` -- an assignment (one element, or a vector of neighbours) through an index
   expression of :mod:`liftpy.arith`; values are :class:`~liftpy.codegen.c.CExpr` trees whose loads,
-  vector loads and padded reads stay structured (:mod:`liftpy.codegen.c`).
+  vector loads and padded reads stay structured (:mod:`liftpy.codegen.c`). Its ``guards`` (index, bound)
+  make it conditional: written only where each index is below its bound (the elements a cropped result
+  drops: a map rounded up to a multiple of its block, ``roundUp``).
 * :class:`Barrier`, :class:`If` (only the padding versions).
 
 :func:`format_kernel` prints a kernel for people (``liftpy compile --show-ir``).
@@ -36,22 +38,25 @@ class Alloc:
 
 @dataclass(frozen=True)
 class Store:
-    """``mem[offset] = value`` (``lane``: one lane of a vector element)."""
+    """``mem[offset] = value`` (``lane``: one lane of a vector element), only where each of ``guards``'
+    indices is below its bound."""
 
     mem: Memory
     offset: arith.Expr
     value: CExpr
     lane: int | None = None
+    guards: tuple[tuple[arith.Expr, arith.Expr], ...] = ()
 
 
 @dataclass(frozen=True)
 class VStore:
-    """``vstoreN(value, 0, mem + offset)``: N neighbouring elements in one store."""
+    """``vstoreN(value, 0, mem + offset)``: N neighbouring elements in one store (``guards`` as a Store's)."""
 
     mem: Memory
     offset: arith.Expr
     width: int
     value: CExpr
+    guards: tuple[tuple[arith.Expr, arith.Expr], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,10 +165,13 @@ def values(stmt: Stmt) -> tuple[CExpr, ...]:
 
 
 def index_exprs(body: tuple) -> Iterator[arith.Expr]:
-    """Every index expression of a body: store offsets and what the values read through."""
+    """Every index expression of a body: store offsets, their guards and what the values read through."""
     for s in walk(body):
         if isinstance(s, (Store, VStore)):
             yield s.offset
+            for index, bound in s.guards:
+                yield index
+                yield bound
             yield from indices(s.value)
 
 
@@ -181,7 +189,8 @@ def substitute_body(body: tuple, change: Callable[[arith.Expr], arith.Expr]) -> 
 
     def go(s: Stmt) -> Stmt:
         if isinstance(s, (Store, VStore)):
-            return replace(s, offset=changed(s.offset), value=substitute(s.value, changed))
+            return replace(s, offset=changed(s.offset), value=substitute(s.value, changed),
+                           guards=tuple((changed(i), changed(b)) for i, b in s.guards))
         return map_bodies(s, lambda b: tuple(go(x) for x in b))
 
     return tuple(go(s) for s in body)
@@ -205,6 +214,10 @@ def memories(body: tuple) -> Iterator[Memory]:
 
 
 # ------------------------------------------------------------------------------------------------ for people
+def _guards_text(guards) -> str:
+    return "".join(f"if {index} < {bound}: " for index, bound in guards)
+
+
 def format_kernel(kernel: Kernel) -> str:
     """The kernel IR as indented text (not C: loops say their level, memories their space)."""
     lines = [f"kernel {kernel.name} -> {kernel.output.name}[{kernel.output.size}]"]
@@ -224,9 +237,10 @@ def format_kernel(kernel: Kernel) -> str:
             elif isinstance(s, Store):
                 lane = f".s{s.lane:x}" if s.lane is not None else ""
                 target = MemRef(s.mem, s.offset).render(kernel.registers)
-                lines.append(f"{pad}{target}{lane} = {s.value.render(kernel.registers)}")
+                lines.append(f"{pad}{_guards_text(s.guards)}{target}{lane} = {s.value.render(kernel.registers)}")
             elif isinstance(s, VStore):
-                lines.append(f"{pad}{s.mem.name}[{s.offset} : +{s.width}] = {s.value.render(kernel.registers)}")
+                lines.append(f"{pad}{_guards_text(s.guards)}{s.mem.name}[{s.offset} : +{s.width}] = "
+                             f"{s.value.render(kernel.registers)}")
             elif isinstance(s, Barrier):
                 lines.append(f"{pad}barrier {s.space}")
             elif isinstance(s, Produce):

@@ -434,11 +434,11 @@ def _print_body(body: tuple, kernel: kir.Kernel, code: Code, index: str) -> None
         elif isinstance(s, kir.Store):
             target = MemRef(s.mem, s.offset)
             if s.lane is not None:
-                code.line(target, f".s{s.lane:x} = ", s.value, ";")
+                code.line(*_guarded(s.guards), target, f".s{s.lane:x} = ", s.value, ";")
             else:
-                code.line(target, " = ", s.value, ";")
+                code.line(*_guarded(s.guards), target, " = ", s.value, ";")
         elif isinstance(s, kir.VStore):
-            code.line(f"vstore{s.width}(", s.value, f", 0, {s.mem.c_name} + ", s.offset, ");")
+            code.line(*_guarded(s.guards), f"vstore{s.width}(", s.value, f", 0, {s.mem.c_name} + ", s.offset, ");")
         elif isinstance(s, kir.Barrier):
             code.line(f"barrier({'CLK_LOCAL_MEM_FENCE' if s.space == 'local' else 'CLK_GLOBAL_MEM_FENCE'});")
         elif isinstance(s, (kir.Produce, kir.Unrolled)):
@@ -466,6 +466,16 @@ def _print_body(body: tuple, kernel: kir.Kernel, code: Code, index: str) -> None
             code.close()
         else:
             raise CodegenError(f"internal: no C for {type(s).__name__}")
+
+
+def _guarded(guards) -> tuple:
+    """The ``if (...)`` a guarded store starts with: its indices below their bounds."""
+    if not guards:
+        return ()
+    parts: list = ["if ("]
+    for k, (index, bound) in enumerate(guards):
+        parts += ([" && "] if k else []) + [index, " < ", bound]
+    return (*parts, ") ")
 
 
 def _print_parallel_loop(s: kir.ParFor, kernel: kir.Kernel, code: Code, index: str) -> None:

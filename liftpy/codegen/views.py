@@ -550,6 +550,51 @@ class SplitDest(_IndexDest):
         return JoinView.transform(self, path)
 
 
+class CropDest(Dest):
+    """Writing E : [T]_m where pad(l, r) of E is wanted with l, r <= 0 (a crop: padClamp(0, -r) after a map
+    rounded up by ``roundUp``): element i goes to i + l, written only where that falls in the result -- a
+    guarded store where the index may fall outside, none where it always does."""
+
+    def __init__(self, inner: Dest, t: Type, left: Expr):
+        self.inner, self.type, self.left = inner, t, as_expr(left)
+
+    def _target(self, path: Path) -> tuple[Expr, Path, list[tuple[Expr, Expr]] | None]:
+        """The index in the result, the rest of the path, and the guards (None: never inside)."""
+        i, rest = _split_index(path, "crop")
+        j = as_expr(i) + self.left
+        n = self.inner.type.size
+        guards = []
+        if not prove_lt(j, n):
+            guards.append((j, as_expr(n)))
+        if not prove_nonneg(j):
+            guards.append((arith.Const(0) - j, arith.Const(1)))  # -j < 1: j >= 0
+        if prove_nonneg(j - n) or prove_lt(j, 0):
+            return j, rest, None
+        return j, rest, guards
+
+    def write(self, out, path, value):
+        j, rest, guards = self._target(path)
+        if guards is None:
+            return
+        if not guards:
+            return self.inner.write(out, (Index(j),) + rest, value)
+        for s in out.collect(lambda: self.inner.write(out, (Index(j),) + rest, value)):
+            out.add(_with_guards(s, tuple(guards)))
+
+    def address(self, path):
+        j, rest, guards = self._target(path)
+        return self.inner.address((Index(j),) + rest) if guards == [] else None
+
+
+def _with_guards(stmt, guards: tuple) -> object:
+    """A store written by a destination below a crop, made conditional on the crop's guards too."""
+    from dataclasses import replace
+
+    if not isinstance(stmt, (Store, VStore)):
+        raise CodegenError(f"internal: a cropped destination wrote {type(stmt).__name__}")
+    return replace(stmt, guards=stmt.guards + guards)
+
+
 class MapDest(Dest):
     """Writing xs where map(f, xs) is wanted, f a layout function: element i goes through f's inverse."""
 
@@ -614,6 +659,7 @@ __all__ = [
     "TransposeDest",
     "JoinDest",
     "SplitDest",
+    "CropDest",
     "AsScalarDest",
     "elem_count",
     "leaf_type",

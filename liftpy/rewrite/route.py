@@ -63,7 +63,16 @@ and turns each into choices -- integer parameters of one space, sampled with the
   that a block of the inner level may span rows: 4 windows of a 14-wide image, whose rows allow blocks of 2, 7
   and 14 only. Offered where the joined level allows a block of up to 16 elements that the rows do not
   (:attr:`RouteSpace.joined`, the joined program's own space: its levels' lengths differ); its configurations
-  are among the starting points and the neighbours, not in samples (each structure sampled costs its space).
+  are among the starting points and the neighbours, not in samples (each structure sampled costs its space);
+* ``round_up``: 0, or the r elements the innermost level (a row's windows, a matrix's columns) is rounded up
+  by (``roundUp``: the last element repeated r times, the r extra results computed and cropped, their stores
+  guarded), so that it takes a block that does not divide its length: 6 windows of a 224-wide row (228
+  computed), the 12 accumulators of AVX2's registers as 16 kernels x 6 windows where VGG-16's rows are 2^k x 7
+  windows long. Offered for blocks up to MAX_ROUNDED_BLOCK adding at most MAX_ROUNDING_WASTE of the level
+  (:attr:`RouteSpace.rounded_blocks`; each r a space of its own, :meth:`RouteSpace.rounded`, made when first
+  asked for); the joined rows' level is rounded in the joined rows' space. Its configurations are among the
+  starting points (the blocks the register targets ask for) and the neighbours (the innermost block one
+  larger or smaller), not in samples.
 
 ``reorder``, ``pad_copy`` and ``local_memory`` change no tuning parameter: their sketches share the parameter
 space of the same structure without them (``local_memory`` adds that the staged arrays fit the device's local
@@ -144,6 +153,10 @@ REORDER = (0, 1)
 LOCAL_MEMORY = (0, 1)
 #: the largest block a joined level must allow for the rows to be joined: a register block's length
 MAX_JOINED_BLOCK = 16
+#: the largest block ``round_up`` rounds the innermost level up to
+MAX_ROUNDED_BLOCK = 16
+#: the most elements ``round_up`` adds, as a share of the level's length (they are computed for nothing)
+MAX_ROUNDING_WASTE = 1 / 32
 
 
 def accumulator_targets(device) -> tuple[int, ...]:
@@ -345,19 +358,20 @@ def _parameter_name(level: str) -> str:
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of
     every choice: ``parallel``, ``sequential_outer``, ``unroll``, ``local_size``, ``vector``, ``vector_outer``,
-    ``pad_copy``, ``partial``, ``reorder``, ``local_memory``, ``join_rows`` and ``block.<level>``),
+    ``pad_copy``, ``partial``, ``reorder``, ``local_memory``, ``join_rows``, ``round_up`` and ``block.<level>``),
     ``lower(config)`` gives the low-level program a configuration stands for, ``default()`` the route's choice
     without tuning.
-    ``join_rows=False`` leaves the rows unjoined (the joined rows' own space is made so)."""
+    ``join_rows=False`` leaves the rows unjoined (the joined rows' own space is made so), ``round_up=False`` the
+    innermost level as long as it is (a rounded level's own space)."""
 
     CHOICES = ("parallel", "sequential_outer", "unroll", LOCAL_SIZE, "vector", "vector_outer", "pad_copy", "partial",
-               "reorder", "local_memory", "chunk", "join_rows")
+               "reorder", "local_memory", "chunk", "join_rows", "round_up")
     #: what a configuration recorded before a choice existed means by its absence
     ABSENT = {"vector": 0, "vector_outer": 0, "pad_copy": 0, "partial": 0, "reorder": 0, "local_memory": 0,
-              "chunk": 0, "join_rows": 0}
+              "chunk": 0, "join_rows": 0, "round_up": 0}
 
     def __init__(self, program: Program, sizes: Mapping[str, object], device=None, function: str | None = None,
-                 join_rows: bool = True):
+                 join_rows: bool = True, round_up: bool = True):
         from ..params import resolve_device
 
         self.program = program.only(function)  # the route's rewrites walk the whole program
@@ -395,6 +409,9 @@ class RouteSpace:
         #: first asked for: :attr:`joined`); else None
         self._joined_program = self._joined_rows() if join_rows else None
         self._joined_space: RouteSpace | None = None
+        #: the innermost level's blocks that do not divide it, and the elements ``round_up`` adds for each
+        self.rounded_blocks = self._rounded_blocks() if round_up else {}
+        self._rounded_spaces: dict[int, RouteSpace | None] = {}
 
     # ------------------------------------------------------------------------------------------ structure
     def _levels(self) -> tuple[Level, ...]:
@@ -438,12 +455,46 @@ class RouteSpace:
         the twin of one of this space's: the same computation, other index arithmetic)."""
         return any(self._spans_rows(level.name, config[level.key]) for level in self.joined.levels)
 
+    def _rounded_blocks(self) -> dict[int, int]:
+        """Block -> the elements ``round_up`` adds to the innermost level for it: the blocks up to
+        MAX_ROUNDED_BLOCK that do not divide the level's length n, where n rounded up to a multiple of the block
+        adds at most n * MAX_ROUNDING_WASTE."""
+        if not self.levels:
+            return {}
+        n = self.levels[-1].extent
+        return {b: -n % b for b in range(2, min(n, MAX_ROUNDED_BLOCK) + 1)
+                if n % b and -n % b <= n * MAX_ROUNDING_WASTE}
+
+    def rounded(self, elements: int) -> "RouteSpace | None":
+        """The space of the program with its innermost level rounded up by ``elements`` (``roundUp``: the last
+        element repeated, the extra results cropped), where that is one of :attr:`rounded_blocks`'; else
+        None."""
+        from . import rules
+
+        if elements not in self.rounded_blocks.values():
+            return None
+        if elements not in self._rounded_spaces:
+            name = self.levels[-1].name
+            rounded = topDown(binds(name) >> rules.roundUp(elements))(self.program)
+            self._rounded_spaces[elements] = RouteSpace(rounded.program, self.sizes, self.device, self.function,
+                                                        join_rows=False, round_up=False) \
+                if isinstance(rounded, Success) else None
+        return self._rounded_spaces[elements]
+
+    def _needs_rounding(self, config: Mapping[str, int]) -> bool:
+        """Whether a configuration of a rounded space blocks the innermost level as its length does not allow."""
+        level = self.levels[-1]
+        return config[level.key] > 1 and level.extent % config[level.key] != 0
+
     def _side(self, config: Mapping[str, int]) -> tuple["RouteSpace", dict[str, int]]:
-        """The space a configuration is one of -- the joined rows' for ``join_rows`` 1 -- and the configuration
-        as that space writes it (its own ``join_rows`` 0)."""
+        """The space a configuration is one of -- the joined rows' for ``join_rows`` 1, the rounded level's for
+        ``round_up`` r -- and the configuration as that space writes it (without that choice). The joined rows'
+        space may round its own level: the choices nest."""
         config = {**self.ABSENT, **config}
         if config["join_rows"] and self._joined_program is not None:
             return self.joined, {**config, "join_rows": 0}
+        if config["round_up"] and (rounded := self.rounded(config["round_up"])) is not None:
+            return rounded, {**config, "round_up": 0}
         return self, config
 
     def _sum_length(self) -> int | None:
@@ -710,7 +761,7 @@ class RouteSpace:
                   "vector": int(values.get(VECTOR_WIDTH, 0)), "vector_outer": max(0, structure.vector - 1),
                   "pad_copy": structure.pad_copy, "partial": int(values.get(PARTIAL_WIDTH, 0)),
                   "reorder": structure.reorder, "local_memory": structure.local_memory,
-                  "chunk": int(values.get(CHUNK, 0)), "join_rows": 0}
+                  "chunk": int(values.get(CHUNK, 0)), "join_rows": 0, "round_up": 0}
         for level in self.levels:
             config[level.key] = int(values.get(_parameter_name(level.name), 1))
         return config
@@ -725,6 +776,9 @@ class RouteSpace:
                             f"got {', '.join(sorted(config)) or 'none'}")
         if config["join_rows"]:
             raise SizeError("join_rows: this program's rows cannot be joined here (or joining allows no other block)")
+        if config["round_up"]:
+            raise SizeError(f"round_up: this program's innermost level cannot be rounded up by {config['round_up']} "
+                            f"here (the elements it may add: {sorted(set(self.rounded_blocks.values())) or 'none'})")
         blocked = tuple(level.name for level in reversed(self.levels) if config[level.key] > 1)
         values = {_parameter_name(n): int(config[f"block.{n}"]) for n in blocked}
         if config[LOCAL_SIZE]:
@@ -767,12 +821,12 @@ class RouteSpace:
                 yield structure, space
 
     def count(self) -> int:
-        """The configurations :meth:`sample` draws from (the joined rows' not among them)."""
+        """The configurations :meth:`sample` draws from (the joined rows' and the rounded levels' not among them)."""
         return sum(space.count().value if space.parameters else 1 for _, space in self.sketches())
 
     def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
         """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order (the joined
-        rows' are not drawn: :meth:`starting_points` and :meth:`neighbours` reach them; drawing them too cost
+        rows' and the rounded levels' are not drawn: :meth:`starting_points` and :meth:`neighbours` reach them; drawing them too cost
         a sample of 1,000 of a 56 x 56 convolution 3-4 s more, 19-20 s on Zen 3). The
         structures' spaces are made in that order and only until ``n`` of them have given one configuration
         each (making all 1824 of a small convolution's took 15 s, to return 20); where fewer than ``n`` exist,
@@ -805,14 +859,39 @@ class RouteSpace:
             share *= 2
 
     def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
-        """:meth:`_neighbours_here` in the configuration's space (the joined rows' or this one), and the same
-        choices with the rows joined or not, where that is a configuration."""
-        side, own = self._side(config)
-        joined = int(side is not self)
-        out = [{**c, "join_rows": joined} for c in side._neighbours_here(own)]
-        other = {**own, "join_rows": 1 - joined}
-        if self._joined_program is not None and self.valid(other):
+        """:meth:`_neighbours_here` in the configuration's space (the joined rows', a rounded level's or this
+        one), the innermost block one larger or smaller where rounding the level up allows it
+        (:meth:`_rounding_neighbours`), and the same choices with the rows joined or not, where that is a
+        configuration."""
+        config = {**self.ABSENT, **config}
+        if config["join_rows"] and self._joined_program is not None:
+            out = [{**c, "join_rows": 1} for c in self.joined.neighbours({**config, "join_rows": 0})]
+            other = {**config, "join_rows": 0, "round_up": 0}
+        else:
+            side, own = self._side(config)
+            out = [{**c, "round_up": config["round_up"]} for c in side._neighbours_here(own)
+                   if self._needs_rounding(c)] if side is not self else self._neighbours_here(config)
+            out += [c for c in self._rounding_neighbours(config) if c not in out]
+            other = {**config, "join_rows": 1, "round_up": 0}
+        if self._joined_program is not None and other not in out and self.valid(other):
             out.append(other)
+        return out
+
+    def _rounding_neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
+        """The innermost level's block one larger or one smaller, the level rounded up where the block does not
+        divide it (``round_up``) and not where it does: from 4 windows of a 224-wide row to 5 (225 computed)
+        and 3 (225), from 5 to 6 (228)."""
+        if not self.levels:
+            return []
+        level = self.levels[-1]
+        out = []
+        for block in (config[level.key] - 1, config[level.key] + 1):
+            if block < 2:
+                continue
+            elements = 0 if level.extent % block == 0 else self.rounded_blocks.get(block)
+            changed = {**config, level.key: block, "round_up": elements}
+            if elements is not None and changed != config and self.valid(changed):
+                out.append(changed)
         return out
 
     def _neighbours_here(self, config: Mapping[str, int]) -> list[dict[str, int]]:
@@ -853,7 +932,8 @@ class RouteSpace:
 
     def valid(self, config: Mapping[str, int]) -> bool:
         """Whether a configuration is one of the space's, as the space writes it (its sketch exists and its
-        values satisfy it), or one of the joined rows' space (``join_rows`` 1)."""
+        values satisfy it), or one of the joined rows' space (``join_rows`` 1) or a rounded level's
+        (``round_up``)."""
         side, own = self._side(config)
         if side is not self:
             return side.valid(own)
@@ -931,6 +1011,24 @@ class RouteSpace:
         kinds = [{**base, outer.key: size, "vector": width, "vector_outer": kind, "unroll": 1} for kind in (1, 2)]
         return [config for config in kinds if width and self.valid(config)]
 
+    def _fits_registers(self, config: Mapping[str, int]) -> bool:
+        """Whether a step's values fit a CPU's vector registers: the accumulators of a 2D block of outer vectors,
+        the vectors the step loads, the value it broadcasts (anything else fits, as far as this knows)."""
+        block = self._block_2d(config)
+        if not self.device.is_cpu or block is None or not config["vector"] or not config["vector_outer"]:
+            return True
+        outer, inner = block
+        vectors = config[outer.key] // config["vector"]
+        return vectors * config[inner.key] + vectors + 1 <= vector_registers(self.device)
+
+    def _accumulators(self, config: Mapping[str, int]) -> int:
+        """The vector accumulators of a configuration's vectorised 2D block (0 without one)."""
+        block = self._block_2d(config)
+        if block is None or not config["vector"]:
+            return 0
+        vectorised, other = block if config["vector_outer"] else block[::-1]  # block: outer level first
+        return config[vectorised.key] // config["vector"] * config[other.key]
+
     def _fitting_registers(self, config: Mapping[str, int]) -> dict[str, int]:
         """``config`` itself where a step's values fit a CPU's vector registers (the accumulators of its 2D
         block of outer vectors, the vectors the step loads, the value it broadcasts), else its block refilled
@@ -938,22 +1036,17 @@ class RouteSpace:
         step waits on memory: on AVX2 (Zen 3, PoCL; 16 registers) VGG-16's layer 19 in a block of 16 kernels x 7
         pixels (14 accumulators, two weight vectors, a broadcast) took 74 ms of kernel where 16 x 4 took 28, and
         the tuned picks of all nine layers held 8 accumulators."""
-        block = self._block_2d(config)
-        if not self.device.is_cpu or block is None or not config["vector"] or not config["vector_outer"]:
+        if self._fits_registers(config):
             return dict(config)
-        outer, inner = block
-        vectors = config[outer.key] // config["vector"]
-        registers = vector_registers(self.device)
-        if vectors * config[inner.key] + vectors + 1 <= registers:
-            return dict(config)
-        return self._filled(config, registers // 2) or dict(config)
+        return self._filled(config, vector_registers(self.device) // 2) or dict(config)
 
     def _widths(self) -> tuple[int, ...]:
         """The vector widths the starting points use, narrowest first: 4, 8 and 16 lanes, up to the device's
         preferred width (at least 4: a GPU's preferred 1 says nothing of the registers' width)."""
         return tuple(w for w in (4, 8, 16) if w <= max(4, self.device.preferred_vector_width_float))
 
-    def _filled(self, base: Mapping[str, int], target: int, narrow: bool = False) -> dict[str, int] | None:
+    def _filled(self, base: Mapping[str, int], target: int, narrow: bool = False,
+                fitting: bool = False) -> dict[str, int] | None:
         """``base``'s 2D block grown to fill the vector registers: vectors along the level ``base`` vectorises,
         of the widest width up to the device's preferred one (4 to 16 lanes) that a block of that level can
         hold; block sizes (divisors of their levels, the vectorised one a multiple of the width) whose vector
@@ -961,7 +1054,8 @@ class RouteSpace:
         registers hold would spill), then read the fewest values per step (vector loads of the vectorised
         level, broadcasts of the other) -- or, ``narrow``, the vectorised level one vector wide and the other as
         long as the target allows: fewer vectors to stream per step (a convolution's weights), more broadcasts
-        of values side by side (pixels of a row in a rotated copy). None where ``base`` has no
+        of values side by side (pixels of a row in a rotated copy); with ``fitting``, only blocks whose step
+        fits a CPU's vector registers (:meth:`_fits_registers`). None where ``base`` has no
         vectorised 2D block or no such block is valid. The defaults' small blocks leave most registers unused
         (on VGG-16's layer 0 and AVX-512, 8 accumulators took 0.99 ms where the hand-written rows pipeline's 28
         took 0.96)."""
@@ -973,13 +1067,13 @@ class RouteSpace:
             blocks = [{vectorised.key: a, other.key: b} for a in vectorised.divisors[1:] if a % width == 0
                       for b in other.divisors[1:]]
             def accumulators(c):
-                return c[vectorised.key] // width * c[other.key]
+                return self._accumulators({**base, **c, "vector": width})
 
             blocks.sort(key=lambda c: (accumulators(c) > target, narrow and c[vectorised.key] != width,
                                        abs(accumulators(c) - target), c[vectorised.key] // width + c[other.key]))
             for sizes in blocks:
                 config = {**base, **sizes, "vector": width}
-                if self.valid(config):
+                if self.valid(config) and (not fitting or self._fits_registers(config)):
                     return config
         return None
 
@@ -1039,7 +1133,30 @@ class RouteSpace:
                     for candidate in ({**c, "join_rows": 1}, {**c, "join_rows": 1, "parallel": 1}):
                         if candidate not in out and self.valid(candidate):
                             out.append(candidate)
+        for elements in self._wanted_roundings():  # and the default and the copies' blocks filled to each
+            # target in a rounded level, where the block needs the rounding, holds the target's accumulators
+            # and fits the registers, each also with one parallel level
+            rounded = self.rounded(elements)
+            for target in targets:
+                for base in [default, *copied]:
+                    c = rounded._filled(base, target, fitting=True)
+                    if c is None or not self._needs_rounding(c) or rounded._accumulators(c) != target \
+                            or self.rounded_blocks.get(c[self.levels[-1].key]) != elements:  # (the least rounding)
+                        continue
+                    for candidate in ({**c, "round_up": elements}, {**c, "round_up": elements, "parallel": 1}):
+                        if candidate not in out and self.valid(candidate):
+                            out.append(candidate)
         return out
+
+    def _wanted_roundings(self) -> list[int]:
+        """The elements ``round_up`` adds for the blocks that fill the register targets
+        (:func:`accumulator_targets`) with one to four vectors of the other level, where those blocks do not
+        divide the innermost level: on AVX2, 12 accumulators as 2 vectors of 8 kernels x 6 windows, where
+        VGG-16's rows are 2^k x 7 windows long (a 224-wide row rounded up to 228)."""
+        targets = accumulator_targets(self.device)
+        blocks = {t // v for t in targets for v in (1, 2, 3, 4) if t % v == 0}
+        wanted = [self.rounded_blocks[b] for b in sorted(blocks) if b in self.rounded_blocks]
+        return [e for e in dict.fromkeys(wanted) if self.rounded(e) is not None]
 
     def describe(self) -> str:
         levels = ", ".join(f"{level.name} ({level.extent})" for level in self.levels) or "none"
@@ -1047,6 +1164,10 @@ class RouteSpace:
         if self._joined_program is not None:
             joined = ", ".join(f"{level.name} ({level.extent})" for level in self.joined.levels)
             text += f"; with its rows joined (join_rows 1): {joined}, {len(list(self.joined.sketches()))} sketches"
+        if self.rounded_blocks:
+            text += f"; {self.levels[-1].name} rounded up (round_up) by " + \
+                ", ".join(f"{e} for blocks of {', '.join(str(b) for b, x in self.rounded_blocks.items() if x == e)}"
+                          for e in sorted(set(self.rounded_blocks.values())))
         return text
 
 
