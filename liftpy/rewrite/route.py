@@ -826,8 +826,9 @@ class RouteSpace:
 
     def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
         """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order (the joined
-        rows' and the rounded levels' are not drawn: :meth:`starting_points` and :meth:`neighbours` reach them; drawing them too cost
-        a sample of 1,000 of a 56 x 56 convolution 3-4 s more, 19-20 s on Zen 3). The
+        rows' and the rounded levels' are not drawn: :meth:`starting_points` and :meth:`neighbours` reach them;
+        drawing the joined rows' too cost a sample of 1,000 of a 56 x 56 convolution 3-4 s more, 19-20 s on
+        Zen 3). The
         structures' spaces are made in that order and only until ``n`` of them have given one configuration
         each (making all 1824 of a small convolution's took 15 s, to return 20); where fewer than ``n`` exist,
         each is asked for a share of ``n``, the share doubled while some space could give more and ``n`` is
@@ -1102,7 +1103,13 @@ class RouteSpace:
         work-item walking all the windows, its block of weights kept in its cache): VGG-16's layer 24 (14 x 14
         windows) in blocks of 16 kernels x 4 windows of the joined rows took 7.9 ms of kernels so, 12.2 with the
         windows parallel too, where its tuned pick, 32 x 2 of a row, took 9.8 (Zen 3, interleaved); a search
-        of 120 trials starting from the parallel ones alone did not reach it."""
+        of 120 trials starting from the parallel ones alone did not reach it. Last, where the register targets
+        ask for an innermost block its level does not allow (:meth:`_wanted_roundings`), the default and the
+        copies filled to each target in the level rounded up (``round_up``), where the block holds exactly the
+        target's accumulators and fits the registers, each also with one parallel level: VGG-16's layer 19 in
+        blocks of 16 kernels x 6 windows of its joined rows (786 computed for 784) ran 0.82 times the time of
+        its tuned pick (16 x 4, two parallel levels) and 0.91 times that of 16 x 4 with one (Zen 3, whole calls,
+        interleaved)."""
         inner = self._inner_default()
         outer = self._outer_vectors(inner)
         relaid = [c for c in outer if c["vector_outer"] == 2]
