@@ -353,3 +353,22 @@ def test_a_sequential_map_above_the_global_maps_is_walked_by_every_work_item():
     assert exe.generated.kernels[0].launch.global_size == (5, 4)
     x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     np.testing.assert_array_equal(exe.run({"xs": x}, poison=True).output, x * 2)
+
+
+@pytest.mark.parametrize("text, n, expected", [
+    ("padClamp(0, -2, mapGlb(0)(x -> x * 2.0f + 1.0f, padClamp(0, 2, xs)))", 7, lambda xs: xs * 2 + 1),
+    ("pad(-1, -2, 0.0f, mapGlb(0)(x -> x * 3.0f, xs))", 9, lambda xs: xs[1:7] * 3),
+    ("padClamp(0, -2, join(mapGlb(0)(b -> mapSeq(x -> x + 1.0f, b), split(3, padClamp(0, 2, xs)))))", 7,
+     lambda xs: xs + 1),
+])
+def test_a_cropped_result_is_written_through_guarded_stores(text, n, expected):
+    """A map whose result is cropped (``roundUp``'s padClamp(0, -r), a pad of negative sizes) writes its
+    elements where they land, each store guarded where its index may fall outside the result -- one kernel, no
+    buffer for the uncropped result -- and its output is exactly the cropped elements (against numpy, the
+    output buffer poisoned first)."""
+    program = liftpy.parse(f"def f(xs: [float]_n) = {text}")
+    exe = liftpy.compile(program, {"n": n})
+    (source,) = exe.sources.values()
+    assert "if (" in source and source.count("kernel void") == 1
+    xs = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    np.testing.assert_allclose(exe.run({"xs": xs}, poison=True).output, expected(xs), rtol=1e-6)
