@@ -3,6 +3,7 @@
 The model is the simplest one that sees blocking: every distinct global load of a straight-line region (a
 loop's step, an unrolled block, a padding version's branch) is counted once each time the region runs --
 what a C compiler keeps in a register after common-subexpression elimination -- and no cache is modelled.
+A guarded store (a rounded map's cropped results) counts as written: the few a crop drops are not told apart.
 So a block of 16 kernels x 28 pixels, reading a vector of weights once for 28 pixels, asks for fewer bytes
 than one of 16 x 4 pixels, which reads the same weights seven times as often.
 
