@@ -397,3 +397,26 @@ def test_another_programs_database_is_not_written_into(tmp_path):
     with pytest.raises(liftpy.errors.InputError, match="not a liftpy tuning database"):
         TuningDB(path)
     assert path.read_bytes() == before
+
+
+def test_a_starting_point_near_the_fastest_is_measured_again_with_it(tmp_path):
+    """One median can come from a slow spell of the machine: a starting point of the space (what the compiler
+    expects to be good) whose first median is within SECOND_LOOK of the fastest's is measured again in turns
+    with the fastest; a configuration as near that is not a starting point is not."""
+    from liftpy.tuning.search import SECOND_LOOK, device_record
+
+    layer = nn.make_layer(**SMALL)
+    task = nn.route_task(layer)
+    space = task.space()
+    starts = [task.complete(c) for c in space.starting_points()]
+    others = [c for c in (task.complete(c) for c in space.sample(40, seed=3)) if c not in starts]
+    db = TuningDB(tmp_path / "t.sqlite")
+    device = device_record(None)
+    near = 1.0 * (SECOND_LOOK - 0.05)
+    for config, time_ms in ((others[0], 1.0), (starts[1], near), (others[1], near), (starts[2], SECOND_LOOK + 0.1)):
+        db.record(task, "route", config, device, {"status": "ok", "time_ms": time_ms, "max_error": 0.1})
+    db.close()
+    trials = liftpy.tune(SMALL, trials=4, db=tmp_path / "t.sqlite", repeat=1, progress=False, confirm=1).trials
+    again = [task.complete(t.config) for t in trials if t.measured_again]
+    assert others[0] in again and starts[1] in again
+    assert others[1] not in again and starts[2] not in again

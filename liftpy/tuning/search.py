@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 class Sampler(Protocol):
     """Proposes (algorithm, configuration) pairs to measure, in order; told about every result (for
-    model-guided search)."""
+    model-guided search). ``first``: the configurations it proposes first because the space expects them to be
+    good (the route's starting points), which the confirmation looks at twice (SECOND_LOOK)."""
+
+    first: list[dict[str, int]]
 
     def proposals(self) -> Iterator[tuple[str, dict[str, int]]]: ...
 
@@ -149,12 +152,18 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
 
 #: rounds of measuring the fastest trials again before the search gives its best (each a few trials)
 CONFIRM_PASSES = 3
+#: a starting point whose first median is within this factor of the fastest's is measured again with it: one
+#: median can come from a slow spell (VGG-16 layer 19's rounded 16 x 6 block, a starting point, measured 1.29
+#: times the pick's figure once and never again, and ran 0.88 times its time in interleaved calls; 42b7c1a, Zen 3)
+SECOND_LOOK = 1.35
 
 
 def _measure_best_again(database: TuningDB, measurer: Measurer, task: ProgramTask, device: str, repeat: int,
-                        count: int, rounds: int, search_seed: int, db_path):
-    """The ``count`` fastest correct trials not measured again yet, and up to ``count`` of those near the fastest
-    that move fewer bytes (:func:`~.db.lighter_rivals`, which the ranking prefers once measured again), measured
+                        count: int, rounds: int, search_seed: int, db_path, starts: Sequence[Mapping] = ()):
+    """The ``count`` fastest correct trials not measured again yet, up to ``count`` of those near the fastest
+    that move fewer bytes (:func:`~.db.lighter_rivals`, which the ranking prefers once measured again), and up
+    to ``count`` of the search's ``starts`` (the space's starting points: what the compiler expects to be good)
+    within SECOND_LOOK of the fastest, measured
     ``rounds`` more times, taking turns (see TuningDB.remeasured): the machine's speed drifts (other tenants,
     library threads), and a trial timed while it was fast must not win over one timed while it was slow. A
     trial measured again may now rank below one that was not: then the fastest of those are measured again in
@@ -171,6 +180,10 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, task: ProgramTas
         rivals = [t for t in ok[:count] if not t.measured_again]
         lighter = lighter_rivals(ok[0], [t for t in ok if not t.measured_again])
         rivals += [t for t in lighter if t not in rivals][:count]
+        started = {config_key(task.complete(c)) for c in starts}
+        second = [t for t in ok if not t.measured_again and t.time_ms <= ok[0].time_ms * SECOND_LOOK
+                  and config_key(task.complete(t.config)) in started]
+        rivals += [t for t in second if t not in rivals][:count]
         results: list[list[dict]] = [[] for _ in rivals]
         for round_ in range(1, rounds + 1):
             for trial, measured in zip(rivals, results):  # checked again, on inputs of this measurement's own
@@ -231,7 +244,7 @@ def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: i
             bar.update(result)
         if confirm:
             _measure_best_again(database, measurer, task, dev["name"], repeat, confirm, rounds=3, search_seed=seed,
-                                db_path=db)
+                                starts=sampler.first, db_path=db)
         return [t for t in database.trials(task, dev["name"]) if t.algorithm == ROUTE]
     finally:
         bar.finish()
