@@ -23,7 +23,7 @@ Indices are :mod:`liftpy.arith` expressions over loop variables with known range
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import arith
 from ..arith import Expr, as_expr, prove_eq, prove_lt, prove_nonneg
@@ -588,8 +588,6 @@ class CropDest(Dest):
 
 def _with_guards(stmt, guards: tuple) -> object:
     """A store written by a destination below a crop, made conditional on the crop's guards too."""
-    from dataclasses import replace
-
     if not isinstance(stmt, (Store, VStore)):
         raise CodegenError(f"internal: a cropped destination wrote {type(stmt).__name__}")
     return replace(stmt, guards=stmt.guards + guards)

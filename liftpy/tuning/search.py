@@ -209,7 +209,8 @@ def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: i
     stored as it finishes, resumed from the database; the fastest measured again at the end.
 
     A configuration whose first run is more than ``cutoff`` times slower than the best so far is timed once
-    instead of ``repeat`` times (None: never). At the end the ``confirm`` fastest correct trials are measured
+    instead of ``repeat`` times (None: never). At the end the ``confirm`` fastest correct trials (and the
+    starting points near them, see :func:`_measure_best_again`) are measured
     three times more, taking turns, and keep the median of these three medians: on a shared machine speed
     drifts for seconds at a time (a trial timed during the search in a fast phase measured 16.7 ms, then 50 and
     66 ms beside its rivals), and the ranking must not follow it."""
