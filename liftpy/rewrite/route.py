@@ -482,7 +482,8 @@ class RouteSpace:
         return self._rounded_spaces[elements]
 
     def _needs_rounding(self, config: Mapping[str, int]) -> bool:
-        """Whether a configuration of a rounded space blocks the innermost level as its length does not allow."""
+        """Whether a configuration (as a rounded space of this one writes it) blocks the innermost level as this
+        space's length does not allow."""
         level = self.levels[-1]
         return config[level.key] > 1 and level.extent % config[level.key] != 0
 
@@ -1137,9 +1138,7 @@ class RouteSpace:
             # tuning's budget; a local search spreads them), each also with one parallel level
             for c in self.joined.starting_points():
                 if self._needs_joining(c) and c["parallel"] != max(PARALLEL):
-                    for candidate in ({**c, "join_rows": 1}, {**c, "join_rows": 1, "parallel": 1}):
-                        if candidate not in out and self.valid(candidate):
-                            out.append(candidate)
+                    self._add_with_one_parallel_level(out, {**c, "join_rows": 1})
         for elements in self._wanted_roundings():  # and the default and the copies' blocks filled to each
             # target in a rounded level, where the block needs the rounding, holds the target's accumulators
             # and fits the registers, each also with one parallel level
@@ -1150,10 +1149,15 @@ class RouteSpace:
                     if c is None or not self._needs_rounding(c) or rounded._accumulators(c) != target \
                             or self.rounded_blocks.get(c[self.levels[-1].key]) != elements:  # (the least rounding)
                         continue
-                    for candidate in ({**c, "round_up": elements}, {**c, "round_up": elements, "parallel": 1}):
-                        if candidate not in out and self.valid(candidate):
-                            out.append(candidate)
+                    self._add_with_one_parallel_level(out, {**c, "round_up": elements})
         return out
+
+    def _add_with_one_parallel_level(self, out: list[dict[str, int]], config: dict[str, int]) -> None:
+        """Append ``config`` and its twin with one parallel level (each work-item walking all the windows, its
+        block of weights kept in its cache) to ``out``, where valid and not there yet."""
+        for candidate in (config, {**config, "parallel": 1}):
+            if candidate not in out and self.valid(candidate):
+                out.append(candidate)
 
     def _wanted_roundings(self) -> list[int]:
         """The elements ``round_up`` adds for the blocks that fill the register targets

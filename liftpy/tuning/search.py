@@ -172,6 +172,7 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, task: ProgramTas
     The lighter ones are measured too because a first median can hide them: VGG-16 layer 17's 16 x 14 block
     (478 MiB moved per call) ran 8.67 ms in interleaved calls where the route's pick, 16 x 7 (728 MiB), ran
     8.94, and the search had measured it again only by chance, at 8.1, 12.8 and 13.0 (c7939f9, Zen 4)."""
+    started = {config_key(task.complete(c)) for c in starts}
     for _ in range(CONFIRM_PASSES):
         ok = sorted((t for t in database.trials(task, device, "ok") if t.algorithm == ROUTE and t.time_ms),
                     key=lambda t: t.time_ms)
@@ -180,7 +181,6 @@ def _measure_best_again(database: TuningDB, measurer: Measurer, task: ProgramTas
         rivals = [t for t in ok[:count] if not t.measured_again]
         lighter = lighter_rivals(ok[0], [t for t in ok if not t.measured_again])
         rivals += [t for t in lighter if t not in rivals][:count]
-        started = {config_key(task.complete(c)) for c in starts}
         second = [t for t in ok if not t.measured_again and t.time_ms <= ok[0].time_ms * SECOND_LOOK
                   and config_key(task.complete(t.config)) in started]
         rivals += [t for t in second if t not in rivals][:count]
