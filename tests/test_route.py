@@ -306,7 +306,9 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
     fewest values per step: 64 kernels (4 vectors) x 4 pixels where the kernels are vectorised (8 values read,
     against 10 for 32 x 8 and 17 for 16 x 16), 16 kernels x 16 pixels (one vector) where the pixels are; the
     kernels' vectors reading a rotated copy of the padding start from that block and from the narrow one too,
-    one vector of 16 kernels x 16 pixels. A local search reaches the other shapes of such a block by moving a
+    one vector of 16 kernels x 16 pixels, and so do the pixels' vectors reading it: on 32x32 images, beside 4
+    kernels x 32 pixels (2 vectors, the fewest values read for 8 accumulators), one vector of 16 pixels x 8
+    and x 16 kernels. A local search reaches the other shapes of such a block by moving a
     prime factor from one block size to the other."""
     from liftpy.params import target_profiles
 
@@ -320,6 +322,10 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
     assert blocks[0, 2] == blocks[0, 0] == (16, 16, 16)
     assert {(c["block.kernelWeights"], c["block.window"]) for c in space.starting_points()
             if (c["vector_outer"], c["pad_copy"]) == (2, 2)} >= {(64, 4), (16, 16)}
+    wider = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), {**sizes, "H": 32, "W": 32},
+                       target_profiles()["pocl-cpu"])
+    assert {(c["block.kernelWeights"], c["block.window"]) for c in wider.starting_points()
+            if (c["vector_outer"], c["pad_copy"]) == (0, 2)} >= {(4, 32), (8, 16), (16, 16)}
     filled = next(c for c in space.starting_points() if c["block.kernelWeights"] == 64)
     moved = {**filled, "block.kernelWeights": 32, "block.window": 8}
     assert moved in space.neighbours(filled)

@@ -1099,7 +1099,11 @@ class RouteSpace:
         layer 19 a block of 16 kernels (one vector) x 28 pixels so read ran 16.5 ms where the 200 trials' best
         (16 x 7, copied as read) ran 17.1 and the hand-written pipelines' best 17.0 (interleaved whole calls,
         Zen 4); with the copy as read the same block ran 13.4 ms on layer 17 where the search's best ran 8.9
-        (whole calls; 28 pixels read 256 floats apart). Where the rows can be joined, the joined rows' starting
+        (whole calls; 28 pixels read 256 floats apart). So are the pixels' vectors reading the rotated copy: on
+        VGG-16's layer 0 (3 channels), one vector of 16 pixels x 8 kernels ran 0.82 times the time of its
+        120 trials' pick (16 kernels x 14 pixels, relaid), where the block of 8 accumulators reading the fewest
+        values, 2 vectors of pixels x 4 kernels, took 1.72 ms of kernels against 0.84 (Zen 4, whole calls
+        interleaved; the search never came near it). Where the rows can be joined, the joined rows' starting
         points follow, those whose blocks span rows, not spread, each also with one parallel level (each
         work-item walking all the windows, its block of weights kept in its cache): VGG-16's layer 24 (14 x 14
         windows) in blocks of 16 kernels x 4 windows of the joined rows took 7.9 ms of kernels so, 12.2 with the
@@ -1115,14 +1119,14 @@ class RouteSpace:
         outer = self._outer_vectors(inner)
         relaid = [c for c in outer if c["vector_outer"] == 2]
         rotated = [{**c, "pad_copy": 2} for c in relaid] if self.rotates else []
-        copied = [{**c, "pad_copy": 1} for c in relaid] + rotated \
-            + ([{**inner, "pad_copy": 2}] if inner["vector"] and self.rotates else [])
+        rotated_inner = [{**inner, "pad_copy": 2}] if inner["vector"] and self.rotates else []
+        copied = [{**c, "pad_copy": 1} for c in relaid] + rotated + rotated_inner
         default = self.default()
         targets = accumulator_targets(self.device)
         filled = [f for target in targets
                   for f in (self._filled(base, target) for base in [default, *copied, inner, *outer]) if f is not None]
-        narrow = [f for target in targets for f in (self._filled(base, target, narrow=True) for base in rotated)
-                  if f is not None]
+        narrow = [f for target in targets
+                  for f in (self._filled(base, target, narrow=True) for base in rotated + rotated_inner) if f is not None]
         out: list[dict[str, int]] = []
         for config in [default, *filled, inner, *outer, *copied, {**default, "reorder": 1}, *narrow]:
             if config not in out and self.valid(config):
