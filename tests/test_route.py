@@ -308,8 +308,8 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
     kernels' vectors reading a rotated copy of the padding start from that block and from the narrow one too,
     one vector of 16 kernels x 16 pixels, and so do the pixels' vectors reading it: on 32x32 images, beside 4
     kernels x 32 pixels (2 vectors, the fewest values read for 8 accumulators), one vector of 16 pixels x 8
-    and x 16 kernels. A local search reaches the other shapes of such a block by moving a
-    prime factor from one block size to the other."""
+    and x 16 kernels. A local search reaches the other shapes of such a block by moving a prime factor from one
+    block size to the other."""
     from liftpy.params import target_profiles
 
     sizes = {"N": 1, "C": 8, "H": 16, "W": 16, "K": 64, "kernelHeight": 3, "kernelWidth": 3,

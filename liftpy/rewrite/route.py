@@ -1126,7 +1126,8 @@ class RouteSpace:
         filled = [f for target in targets
                   for f in (self._filled(base, target) for base in [default, *copied, inner, *outer]) if f is not None]
         narrow = [f for target in targets
-                  for f in (self._filled(base, target, narrow=True) for base in rotated + rotated_inner) if f is not None]
+                  for f in (self._filled(base, target, narrow=True) for base in [*rotated, *rotated_inner])
+                  if f is not None]
         out: list[dict[str, int]] = []
         for config in [default, *filled, inner, *outer, *copied, {**default, "reorder": 1}, *narrow]:
             if config not in out and self.valid(config):
