@@ -517,15 +517,15 @@ def cmd_export(args) -> int:
 def _export_program(args, write_program) -> int:
     from .pretty import pretty
     from .runtime import compile as compile_program
-    from .tuning.search import best_of
+    from .tuning.search import best_in
 
     task = _program_task(args, "program")
     db = _tuning_db(args.db)
-    trials = db.trials(task, args.device)
-    if not any(t.status == "ok" for t in trials):
-        raise InputError(f"{args.db} has no correct trial for {task.describe()} (tune it with liftpy tune "
-                         f"{task.path} --size ...)")
-    best = best_of(task, trials)
+    for stage in task.stages():  # a program tuned stage by stage: each stage's best, joined
+        if not any(t.status == "ok" for t in db.trials(stage, args.device)):
+            raise InputError(f"{args.db} has no correct trial for {stage.describe()} (tune it with liftpy tune "
+                             f"{task.path} --size ...)")
+    best = best_in(task, db, args.device)
     executable = compile_program(best.program, task.size_map, args.device, task.function)
     out = Path(args.output)
     with writing("-o", args.output):
@@ -534,7 +534,7 @@ def _export_program(args, write_program) -> int:
         (out / "README.txt").write_text(
             f"The best low-level program found for {task.describe()} by the automatic route\n"
             f"(liftpy tune, database {args.db}): {best.time_ms:.3f} ms of kernel events on "
-            f"{best.best.device}.\n"
+            f"{best.device}.\n"
             f"configuration: {best.config}\n"
             f"best.lift: the low-level program; the .cl files: its kernels; host.py runs them.\n")
         written += [out / "best.lift", out / "README.txt"]

@@ -72,6 +72,12 @@ def loop_nests(program: Program, function: str | None = None, sizes=None) -> lis
     return nests
 
 
+def computes(node: Node) -> bool:
+    """Whether ``node`` computes anything (a reduction, or a map that is not a view) rather than only
+    rearranging data."""
+    return any(_computing(n) for n in walk(node))
+
+
 def _computing(node: Node) -> bool:
     prim = primitive_of(node)
     if prim is None:

@@ -14,6 +14,7 @@ route itself is checked against the interpreter, at reduced sizes, before the se
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass
@@ -33,12 +34,14 @@ ROUTE = "route"
 @dataclass(frozen=True)
 class ProgramTask:
     """A program file, the function to tune, its sizes, and the inputs that stay fixed across calls (a
-    layer's weights: uploaded once, kernels that read only them hoisted)."""
+    layer's weights: uploaded once, kernels that read only them hoisted); with ``stage``, one stage of the
+    function (:mod:`liftpy.rewrite.stages`), tuned on its own."""
 
     path: str
     sizes: tuple[tuple[str, object], ...]
     function: str | None = None
     constants: tuple[str, ...] = ()
+    stage: str | None = None
 
     @classmethod
     def make(cls, path, sizes: Mapping[str, object], function: str | None = None,
@@ -61,7 +64,30 @@ class ProgramTask:
         return task
 
     def load(self):
-        return _load(self.path)
+        """The program tuned: the file's, or the stage's program."""
+        if self.stage is None:
+            return _load(self.path)
+        return next(s.program for s in self._stages if s.name == self.stage)
+
+    @property
+    def _stages(self):
+        return _stages(self.path, self.function, self.constants)
+
+    def stages(self) -> tuple["ProgramTask", ...]:
+        """A task for each stage of the function, in the order they run (each with the constants it reads:
+        inputs that stay fixed and earlier stages that read only such inputs); one task, this one, where the
+        function is one stage."""
+        stages = self._stages
+        if self.stage is not None or len(stages) == 1:
+            return (self,)
+        fixed = set(self.constants) | {s.name for s in stages if s.hoisted}
+        return tuple(dataclasses.replace(self, stage=s.name, constants=tuple(n for n in s.reads if n in fixed))
+                     for s in stages)
+
+    @property
+    def hoisted(self) -> bool:
+        """Whether this stage reads only inputs that stay fixed (it runs once, when the program is prepared)."""
+        return self.stage is not None and next(s.hoisted for s in self._stages if s.name == self.stage)
 
     @property
     def size_map(self) -> dict[str, object]:
@@ -76,7 +102,8 @@ class ProgramTask:
         sizes = " ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
         from ..rewrite.route import ROUTE_VERSION
 
-        return f"program {digest} {self.load().function(self.function).name} {sizes} route{ROUTE_VERSION}"
+        stage = f" stage {self.stage}" if self.stage is not None else ""
+        return f"program {digest} {self.load().function(self.function).name}{stage} {sizes} route{ROUTE_VERSION}"
 
     @property
     def label(self) -> str:
@@ -94,7 +121,8 @@ class ProgramTask:
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
-        return f"{self.path} ({self.load().function(self.function).name}) at {sizes}"
+        stage = f", stage {self.stage}" if self.stage is not None else ""
+        return f"{self.path} ({self.load().function(self.function).name}{stage}) at {sizes}"
 
     def space(self, device=None):
         """The automatic route's space for this program on ``device``."""
@@ -112,6 +140,13 @@ def _load(path: str):
     from .. import load
 
     return load(path)
+
+
+@lru_cache(maxsize=16)
+def _stages(path: str, function: str | None, constants: tuple[str, ...]):
+    from ..rewrite.stages import split_stages
+
+    return split_stages(_load(path), function, constants)
 
 
 # ------------------------------------------------------------------------------------------------ the reference

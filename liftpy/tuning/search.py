@@ -256,17 +256,28 @@ def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: i
 @dataclass(frozen=True)
 class Tuned:
     """The best correct trial of a program: the low-level program it stands for, its configuration (every
-    choice of the route), its time (median of the kernel events, ms) and every trial of the search."""
+    choice of the route), its time (median of the kernel events, ms) and every trial of the search. A program
+    tuned stage by stage: its stages' best joined, ``config`` each stage's configuration by its name, the time
+    the sum of the stages that run on every call, ``stages`` each stage's Tuned."""
 
     task: ProgramTask
     program: "Program"
     config: dict
     time_ms: float
     trials: tuple[Trial, ...]
+    stages: tuple["Tuned", ...] = ()
+
+    @property
+    def device(self) -> str:
+        """The device the best was measured on."""
+        return self.stages[0].device if self.stages else self.best.device
 
     @property
     def best(self) -> Trial:
-        """The trial the best configuration was measured by (its memory, its kernels' times, its cause)."""
+        """The trial the best configuration was measured by (its memory, its kernels' times, its cause); a
+        program tuned stage by stage has one per stage (``stages``)."""
+        if self.stages:
+            raise InputError(f"{self.task.describe()} was tuned stage by stage: each stage has its best trial")
         return next(t for t in self.trials if t.status == "ok" and config_key(t.config) == config_key(self.config))
 
     def compile(self, device=None):
@@ -284,10 +295,23 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
     of vectors; those in the database count), each checked against the naive route, itself checked against the
     interpreter first (see :mod:`liftpy.tuning.program`; a wrong result is recorded and never chosen; a bug in
     liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError` with its traceback saved to
-    a file, what was measured before staying in the database). Returns the best."""
+    a file, what was measured before staying in the database). Returns the best.
+
+    A function computing several values in turn is tuned stage by stage (:mod:`liftpy.rewrite.stages`), the
+    trials shared among its stages (:func:`stage_budgets`); the stages' best are joined and the joined program
+    checked against the naive route of the whole."""
     from .program import check_reference
 
     _check_budget(trials, repeat, confirm, timeout)
+    stages = task.stages()
+    if len(stages) > 1:
+        if sampler is not None:
+            raise InputError(f"{task.describe()} is tuned stage by stage: a sampler searches one stage's space")
+        tuned = [tune_task(stage, budget, db, device, seed, repeat, timeout, progress, cutoff, confirm, None, fault)
+                 for stage, budget in zip(stages, stage_budgets(stages, trials))]
+        best = joined_stages(task, tuned)
+        check_joined(best, device, seed)
+        return best
     space = task.space(device)
     if progress:
         print(f"  space: {space.describe()}, {space.count()} configurations", file=sys.stderr)
@@ -296,6 +320,49 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
         sampler = LocalSearchSampler(ROUTE, space, trials, seed, first=space.starting_points())
     found = search(task, sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff, confirm)
     return best_of(task, found, space)
+
+
+#: trials for a stage that runs once, when the program is prepared (a layer's transformed weights): its speed
+#: costs nothing per call, so the starting points only
+HOISTED_TRIALS = 2
+
+
+def stage_budgets(stages: Sequence[ProgramTask], trials: int) -> list[int]:
+    """Each stage's share of ``trials``: HOISTED_TRIALS for a stage run once, the rest evenly among the stages
+    run on every call (the first ones one more where it does not divide), at least one each."""
+    hoisted = [s.hoisted for s in stages]
+    left = max(0, trials - HOISTED_TRIALS * sum(hoisted))
+    per_call = max(1, len(stages) - sum(hoisted))
+    shares = iter([left // per_call + (i < left % per_call) for i in range(per_call)])
+    return [min(trials, HOISTED_TRIALS) if h else max(1, next(shares)) for h in hoisted]
+
+
+def joined_stages(task: ProgramTask, tuned: Sequence[Tuned]) -> Tuned:
+    """The stages' best joined into one program (:func:`liftpy.rewrite.stages.join_stages`)."""
+    from ..rewrite.stages import join_stages
+
+    program = join_stages(task.load(), task.function, {t.task.stage: t.program for t in tuned})
+    time_ms = sum(t.time_ms for t in tuned if not t.task.hoisted)
+    trials = tuple(trial for t in tuned for trial in t.trials)
+    return Tuned(task, program, {t.task.stage: t.config for t in tuned}, time_ms, trials, tuple(tuned))
+
+
+def check_joined(tuned: Tuned, device=None, seed: int = 0) -> None:
+    """The joined program run once against the naive route of the whole program, on inputs of its own: each
+    stage was checked alone, and joining them is a rewrite too. A difference is a bug in liftpy."""
+    from .. import compile as compile_program
+    from ..errors import InternalError
+    from ..interpreter import random_inputs
+    from .program import close_to, naive_program
+
+    task = tuned.task
+    inputs = random_inputs(task.load(), task.size_map, seed + 1, task.function)
+    expected = compile_program(naive_program(task), task.size_map, device, task.function).run(inputs, poison=True)
+    got = compile_program(tuned.program, task.size_map, device, task.function).run(inputs, poison=True)
+    error = close_to(got.output, expected.output)
+    if error > 1:
+        raise InternalError(f"the stages of {task.describe()}, each correct alone, are wrong joined (largest error "
+                            f"{error:.3g} times the tolerance against the naive route): {tuned.config}")
 
 
 def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str | Path = "tuning.sqlite",
@@ -316,6 +383,15 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     from ..nn.conv import route_task
 
     return tune_task(route_task(resolve_layer(layer_or_shapes)), trials, db, device, seed, **options)
+
+
+def best_in(task: ProgramTask, database: TuningDB, device=None) -> Tuned:
+    """The best the database holds for ``task`` on ``device`` (any device: None); a staged program's stages'
+    best joined."""
+    stages = task.stages()
+    if len(stages) > 1:
+        return joined_stages(task, [best_in(stage, database, device) for stage in stages])
+    return best_of(task, database.trials(task, device))
 
 
 def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
