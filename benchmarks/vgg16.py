@@ -4,9 +4,11 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
     python benchmarks/vgg16.py [--trials 40] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7] [--out FILE]
 
 1. Tuning: each layer's high-level program (``liftpy/nn/conv2d.lift`` at its sizes) through the automatic
-   route, ``--trials`` trials (resuming what the database holds; ``liftpy.tune``).
-2. Its best configuration becomes an ``nn.Conv2d`` (compiled once, weights uploaded once); its first call is
-   checked against the float64 reference.
+   route, ``--trials`` trials, and as many for Winograd's F(2x2, 3x3) (``liftpy/nn/conv2d_winograd.lift``,
+   stage by stage) where the layer is a 3x3 convolution of stride 1 (resuming what the database holds;
+   ``liftpy.tune``).
+2. The faster becomes an ``nn.Conv2d`` (compiled once, weights uploaded once; its pick from the database, as
+   a user's layer makes it); its first call is checked against the float64 reference.
 3. Rounds: layer by layer, each method rests 0.3 s (``quiesce``), is called for 50 ms (``warm_up``), then
    liftpy's ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events summed beside
    (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way. Each keeps the median
@@ -42,6 +44,7 @@ import liftpy  # noqa: E402
 import liftpy.nn as nn  # noqa: E402
 from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch_layer  # noqa: E402
 from benchmarks.peak import fma_peak  # noqa: E402
+from liftpy.nn import winograd  # noqa: E402
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
@@ -130,7 +133,9 @@ def time_call(call, x, repeat):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=40, help="trials per layer (already measured ones count)")
+    parser.add_argument("--trials", type=int, default=40,
+                        help="trials per layer and program (already measured ones count; 0: no tuning, the "
+                             "database's picks)")
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
@@ -152,7 +157,7 @@ def main():
     print("\n".join(record), file=sys.stderr)
     device = device_info(get_device()).name
     names = args.layers.split(",")
-    for name in names:
+    for name in names if args.trials else ():  # --trials 0: the database as it is (building a space takes minutes)
         print(f"{name}: tuning through the automatic route ({args.trials} trials)...", file=sys.stderr)
         liftpy.tune(name, trials=args.trials, db=args.db)
 
@@ -161,9 +166,11 @@ def main():
     for index, name in enumerate(names):
         spec = nn.VGG16[name]
         x, w, b = spec.random_inputs(seed=index)
-        best = nn.conv.best_trial(database, spec, device)
-        tried = len(database.trials(nn.route_task(spec), device))
-        layer = nn.Conv2d(w, b, spec.stride, spec.padding, config=best.config, input_shape=x.shape)
+        known = nn.conv.best_in_database(database, spec, device)
+        tasks = [nn.route_task(spec), *(winograd.winograd_task(spec).stages() if winograd.applies(spec) else ())]
+        tried = sum(len(database.trials(task, device)) for task in tasks)
+        layer = nn.Conv2d(w, b, spec.stride, spec.padding, db=args.db, input_shape=x.shape)
+        assert layer.plans[0].algorithm == known.algorithm
         layer(x)  # the first call is checked against the float64 reference
         assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
         methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding, args.torch_device),
@@ -204,8 +211,8 @@ def main():
     peak = max(peaks)
     baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
                  if any((name, m) in median for name, *_ in layers)]
-    lines = [f"{'layer':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} {'GFLOP/s':>8} {'MiB':>6} "
-             f"{'mem ratio':>9} {'of peak':>7}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
+    lines = [f"{'layer':9} {'algorithm':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} "
+             f"{'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9} {'of peak':>7}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
     totals = {kind: 0.0 for kind in ("call", "kernels", *baselines)}
     database = TuningDB(args.db)
     for name, spec, tried, layer, methods, _ in layers:
@@ -216,8 +223,8 @@ def main():
         im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
         gflops = spec.flops / call_ms / 1e6
-        line = (f"{name:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {call_ms / kernel_ms:9.3f} "
-                f"{gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} {gflops / peak:7.2f}")
+        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} "
+                f"{call_ms / kernel_ms:9.3f} {gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} {gflops / peak:7.2f}")
         for m in baselines:
             ms = median.get((name, m))
             if ms is None:
@@ -236,7 +243,7 @@ def main():
     gflops = {"liftpy whole calls": flops / call / 1e6, "liftpy kernels": flops / kernels / 1e6}
     if "PyTorch" in baselines:
         gflops["PyTorch"] = flops / totals["PyTorch"] / 1e6
-    lines.append(f"{'total':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
+    lines.append(f"{'total':9} {'':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
                  f"{gflops['liftpy whole calls']:8.1f} {'':6} {'':9} {gflops['liftpy whole calls'] / peak:7.2f}"
                  + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / call:6.2f}" for m in baselines))
     rates = ", ".join(f"{label} {rate:.1f} GFLOP/s ({rate / peak:.0%})" for label, rate in gflops.items())
@@ -246,8 +253,9 @@ def main():
                   f"({asked / peak:.0%} of the peak)")
     lines += [
         "",
-        "liftpy: the layer's high-level program (liftpy/nn/conv2d.lift) through the automatic route, its best",
-        "configuration in the tuning database (trials: there). call ms: liftpy's whole call, layer(x) on a prepared",
+        "liftpy: the layer's high-level program (liftpy/nn/conv2d.lift: direct; conv2d_winograd.lift: winograd)",
+        "through the automatic route, the faster's best configuration in the tuning database (trials: both programs',",
+        "there). call ms: liftpy's whole call, layer(x) on a prepared",
         "nn.Conv2d, numpy in and numpy out; kernels ms: the sum of its kernels' profiling events in the same calls;",
         "call/kern: their ratio; GFLOP/s from the whole call; ratio = baseline's time / liftpy's whole call (higher:",
         "liftpy faster). PyTorch and numpy are whole calls (numpy in, numpy out, padding inside); '(kernels)'",

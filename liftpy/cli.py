@@ -411,12 +411,18 @@ def cmd_tune(args) -> int:
 def _tune_layer(args, layer) -> int:
     """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
     program is, the weights and biases constant; liftpy.nn finds the result in the database."""
+    from .nn import winograd
     from .nn.conv import route_task
 
-    best = _tune_task(args, route_task(layer), f"{layer.describe()} through the automatic route")
+    tuned = [_tune_task(args, route_task(layer), f"{layer.describe()} through the automatic route")]
+    if winograd.applies(layer):
+        tuned.append(_tune_task(args, winograd.winograd_task(layer), f"{layer.describe()} as Winograd's F(2x2, "
+                                f"3x3) through the automatic route"))
+    best = min(tuned, key=lambda t: t.time_ms)
     rate = layer.flops / best.time_ms / 1e6
-    print(f"best through the automatic route: {best.time_ms:.3f} ms ({rate:.1f} GFLOP/s), "
-          f"{(best.best.memory_bytes or 0) / 2**20:.1f} MiB, {best.config}")
+    algorithm = "Winograd's F(2x2, 3x3)" if best.stages else "the direct program"
+    print(f"best through the automatic route: {algorithm}, {best.time_ms:.3f} ms ({rate:.1f} GFLOP/s), "
+          f"{best.memory_bytes / 2**20:.1f} MiB, {best.config}")
     return 0
 
 
@@ -653,7 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "results in a database", cmd_tune)
     program_options(p, "file")
     layer_options(p)
-    p.add_argument("--trials", type=positive_int, default=100, help="configurations to measure in total (resumes)")
+    p.add_argument("--trials", type=positive_int, default=100,
+                   help="configurations to measure in total (resumes); a 3x3 layer of stride 1: as many again for "
+                        "Winograd's program")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per trial (the median is kept)")

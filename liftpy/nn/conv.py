@@ -22,8 +22,13 @@ import numpy as np
 
 from ..errors import ConstraintError, InputError, LiftError
 from ..runtime import KernelTimes, TimedByKernels
+from . import winograd
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_error, im2col_bytes
+from .winograd import winograd_task
+
+#: the layer's algorithms: conv2d.lift's direct sum, and Winograd's F(2x2, 3x3) where it applies
+DIRECT, WINOGRAD = "direct", "winograd"
 
 
 def route_task(layer: ConvLayer):
@@ -146,9 +151,12 @@ class ConvPlan:
     its memory."""
 
     layer: ConvLayer
-    config: dict[str, int]
+    config: dict
     executable: object
     checked: bool = field(default=False)
+    #: DIRECT (conv2d.lift; ``config`` the route's choices) or WINOGRAD (conv2d_winograd.lift; ``config`` each
+    #: stage's choices by the stage's name)
+    algorithm: str = "direct"
 
     @property
     def memory_bytes(self) -> int:
@@ -169,7 +177,8 @@ class ConvPlan:
         """The program's fixed inputs as PyTorch has them -- the program relays the weights itself, once, where
         its kernels want another layout -- and the biases (zeros when there are none)."""
         bias = np.zeros(self.layer.kernels, np.float32) if b is None else np.ascontiguousarray(b, dtype=np.float32)
-        return {"weights": np.ascontiguousarray(w, dtype=np.float32), "biases": bias}
+        extra = winograd.transforms() if self.algorithm == WINOGRAD else {}
+        return {"weights": np.ascontiguousarray(w, dtype=np.float32), "biases": bias, **extra}
 
     def prepare(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> dict[str, np.ndarray]:
         """Every input of the program, as its kernels read them (for exported kernels and host scripts)."""
@@ -231,8 +240,37 @@ def best_trial(database, layer: ConvLayer, device: str | None):
     return database.best(route_task(layer), device, ROUTE)
 
 
-def best_known(layer: ConvLayer, device, db=None):
-    """:func:`best_trial` on a live device, in the tuning database at ``db`` (default: the user's), if it exists."""
+@dataclass(frozen=True)
+class Known:
+    """The fastest program the tuning database knows for a layer: its algorithm, configuration and time (the
+    median of its kernel events in the tuner; Winograd's: the sum of its stages run on every call)."""
+
+    algorithm: str
+    config: dict
+    time_ms: float
+
+
+def best_in_database(database, layer: ConvLayer, device: str | None) -> Known | None:
+    """The faster of the direct program's best trial and, where the layer is one F(2x2, 3x3) computes,
+    Winograd's stages' best joined (every stage tuned); None if the database has neither."""
+    from ..tuning.program import ROUTE
+    from ..tuning.search import best_in
+
+    known = []
+    direct = best_trial(database, layer, device)
+    if direct is not None:
+        known.append(Known(DIRECT, dict(direct.config), direct.time_ms))
+    if winograd.applies(layer):
+        task = winograd_task(layer)
+        if all(database.best(stage, device, ROUTE) is not None for stage in task.stages()):
+            tuned = best_in(task, database, device)
+            known.append(Known(WINOGRAD, tuned.config, tuned.time_ms))
+    return min(known, key=lambda k: k.time_ms, default=None)
+
+
+def best_known(layer: ConvLayer, device, db=None) -> Known | None:
+    """:func:`best_in_database` on a live device, in the tuning database at ``db`` (default: the user's), if it
+    exists."""
     from pathlib import Path
 
     from ..runtime import device_info
@@ -243,28 +281,47 @@ def best_known(layer: ConvLayer, device, db=None):
         return None
     database = TuningDB(path)
     try:
-        return best_trial(database, layer, device_info(device).name)
+        return best_in_database(database, layer, device_info(device).name)
     finally:
         database.close()
 
 
 def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None, db=None) -> ConvPlan:
-    """Compile a layer through the automatic route for a configuration of its space (checked against it).
-    Without a configuration: the best one the tuning database knows for this layer and device, else the route's
-    default (:meth:`~liftpy.rewrite.route.RouteSpace.default`)."""
+    """Compile a layer through the automatic route for a configuration of the direct program's space (checked
+    against it). Without a configuration: the fastest the tuning database knows for this layer and device (the
+    direct program's or Winograd's, :func:`best_in_database`), else the route's default for the direct program
+    (:meth:`~liftpy.rewrite.route.RouteSpace.default`)."""
     from ..runtime import get_device
+    from ..tuning.db import config_key
 
     dev = get_device(device)
     config = _check_config(config)
+    algorithm = DIRECT
     if config is None:
         known = best_known(layer, dev, db)
-        config = known.config if known is not None else None
-    task = route_task(layer)
-    config = route_space(layer, dev).default() if config is None else task.complete(config)
-    key = (layer, tuple(sorted(config.items())), dev.int_ptr)
+        if known is not None:
+            algorithm, config = known.algorithm, known.config
+    if algorithm == DIRECT:
+        config = route_space(layer, dev).default() if config is None else route_task(layer).complete(config)
+    chosen = config_key(config) if algorithm == DIRECT else tuple((s, config_key(c)) for s, c in sorted(config.items()))
+    key = (layer, algorithm, chosen, dev.int_ptr)
     if key not in _PLANS:
-        _PLANS[key] = _route_plan(layer, config, dev)
+        _PLANS[key] = _route_plan(layer, config, dev) if algorithm == DIRECT else _winograd_plan(layer, config, dev)
     return _PLANS[key]
+
+
+def _winograd_plan(layer: ConvLayer, config: Mapping[str, Mapping[str, int]], device) -> ConvPlan:
+    """conv2d_winograd.lift at the layer's sizes, each stage lowered by the route for its configuration and
+    the stages joined (:func:`liftpy.rewrite.stages.join_stages`)."""
+    from ..rewrite.stages import join_stages
+    from ..runtime import compile as compile_program
+
+    task = winograd_task(layer)
+    lowered = {stage.stage: stage.space(device).lower(stage.complete(config[stage.stage]))
+               for stage in task.stages()}
+    program = join_stages(task.load(), task.function, lowered)
+    return ConvPlan(layer, dict(config), compile_program(program, task.size_map, device, task.function),
+                    algorithm=WINOGRAD)
 
 
 def _route_plan(layer: ConvLayer, config: dict[str, int], device) -> ConvPlan:
@@ -426,4 +483,5 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
 
 
 __all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "ConvPlan", "ConvResult", "make_layer",
-           "normalize_padding", "route_task", "route_space", "best_trial"]
+           "normalize_padding", "route_task", "route_space", "best_trial", "best_in_database", "Known", "DIRECT",
+           "WINOGRAD"]

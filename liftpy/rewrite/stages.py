@@ -62,7 +62,8 @@ def split_stages(program: Program, function: str | None = None, constants=()) ->
         value = _with_views(value, views)
         free = free_vars(value)
         reads = [n for n in params if n in free]  # the function's inputs, then the stages, in order
-        stage_fun = Function(fun.name, tuple(params[n] for n in reads), None, value)
+        sizes = tuple(p for p in fun.size_params if p.name not in free)  # every stage takes the function's sizes
+        stage_fun = Function(fun.name, tuple(params[n] for n in reads) + sizes, None, value)
         hoisted = bool(reads) and all(n in fixed or params[n].is_size for n in reads)
         stages.append(Stage(name, dataclasses.replace(program, functions=(stage_fun,)), tuple(reads), hoisted))
         if name != fun.name:

@@ -273,6 +273,13 @@ class Tuned:
         return self.stages[0].device if self.stages else self.best.device
 
     @property
+    def memory_bytes(self) -> int:
+        """The global memory the best program allocates beside its inputs (a staged program's: its stages')."""
+        if self.stages:
+            return sum(stage.memory_bytes for stage in self.stages)
+        return self.best.memory_bytes or 0
+
+    @property
     def best(self) -> Trial:
         """The trial the best configuration was measured by (its memory, its kernels' times, its cause); a
         program tuned stage by stage has one per stage (``stages``)."""
@@ -377,12 +384,18 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
 def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
          **options) -> Tuned:
     """Tune a convolution layer (a name such as ``"vgg16.7"``, a ConvLayer, or make_layer's arguments as a
-    dict): its program, ``liftpy/nn/conv2d.lift`` at its sizes with its weights and biases constant, through
-    the automatic route (:func:`tune_task`'s ``options``). Returns the best; ``nn.Conv2d`` and ``nn.conv2d``
-    then find it in the database."""
+    dict) through the automatic route (:func:`tune_task`'s ``options``): its program, ``liftpy/nn/conv2d.lift``
+    at its sizes with its weights and biases constant, and where the layer is a 3x3 convolution of stride 1
+    Winograd's (``conv2d_winograd.lift``, :mod:`liftpy.nn.winograd`), ``trials`` each. Returns the faster;
+    ``nn.Conv2d`` and ``nn.conv2d`` then find it in the database."""
+    from ..nn import winograd
     from ..nn.conv import route_task
 
-    return tune_task(route_task(resolve_layer(layer_or_shapes)), trials, db, device, seed, **options)
+    layer = resolve_layer(layer_or_shapes)
+    tuned = [tune_task(route_task(layer), trials, db, device, seed, **options)]
+    if winograd.applies(layer):
+        tuned.append(tune_task(winograd.winograd_task(layer), trials, db, device, seed, **options))
+    return min(tuned, key=lambda t: t.time_ms)
 
 
 def best_in(task: ProgramTask, database: TuningDB, device=None) -> Tuned:
