@@ -212,7 +212,8 @@ def main():
     baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
                  if any((name, m) in median for name, *_ in layers)]
     lines = [f"{'layer':9} {'algorithm':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} "
-             f"{'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9} {'of peak':>7}" + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
+             f"{'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9} {'of peak':>7}"
+             + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
     totals = {kind: 0.0 for kind in ("call", "kernels", *baselines)}
     database = TuningDB(args.db)
     for name, spec, tried, layer, methods, _ in layers:
@@ -224,7 +225,8 @@ def main():
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
         gflops = spec.flops / call_ms / 1e6
         line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} "
-                f"{call_ms / kernel_ms:9.3f} {gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} {gflops / peak:7.2f}")
+                f"{call_ms / kernel_ms:9.3f} {gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} "
+                f"{gflops / peak:7.2f}")
         for m in baselines:
             ms = median.get((name, m))
             if ms is None:
@@ -262,6 +264,8 @@ def main():
         "baselines are kernel events only. mem ratio = im2col+GEMM bytes / liftpy's bytes. Medians over",
         f"{args.rounds} rounds of medians of {args.repeat} calls (numpy: 3; kernel-event baselines: first round only),",
         "each method called for 50 ms first. Total row: sums. of peak = liftpy's whole-call GFLOP/s / the FMA peak.",
+        "GFLOP/s count the direct sum's multiply-adds: Winograd's program makes fewer, its rate is an effective one",
+        "(above the FMA peak where it is fastest).",
         "",
         f"FMA peak: {peak:.1f} GFLOP/s (benchmarks/peak.py's hand-written loop, its fastest over the rounds; the",
         f"rounds' median {statistics.median(peaks):.1f}). Over these layers: {rates}",

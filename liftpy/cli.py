@@ -506,15 +506,23 @@ def cmd_export(args) -> int:
 
     layer = _layer_from_args(args)
     db = _tuning_db(args.db)
-    best = nnconv.best_trial(db, layer, args.device)
+    best = nnconv.best_in_database(db, layer, args.device)  # the direct program's or Winograd's, the faster
     if best is None:
         raise InputError(f"{args.db} has no correct trial for {layer.describe()} (tune it with liftpy tune --layer, "
                          f"or its shape's options)")
-    plan = nnconv.plan(layer, best.config)
+    plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
     notes = Path(args.output) / "README.txt"
     with writing("-o", args.output):
         written = write_program(plan.executable.generated, args.output)
         notes.write_text(nnconv.export_notes(plan, best))
+        if best.algorithm == nnconv.WINOGRAD:  # the transforms are inputs of its kernels
+            import numpy as np
+
+            from .nn.winograd import transforms
+
+            for name, matrix in transforms().items():
+                np.save(Path(args.output) / f"{name}.npy", matrix)
+                written.append(Path(args.output) / f"{name}.npy")
     for path in written + [notes]:
         print(f"wrote {path}")
     return 0

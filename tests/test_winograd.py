@@ -7,11 +7,13 @@ import pytest
 
 import liftpy
 from liftpy import nn
+from liftpy.cli import main
 from liftpy.nn import winograd
 from liftpy.nn.conv import DIRECT, WINOGRAD, best_in_database, make_layer
 from liftpy.tuning.db import TuningDB
 
 from . import reference
+from .test_nn import _run_host_script
 
 
 def _inputs(layer, seed):
@@ -73,6 +75,14 @@ def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest
     np.testing.assert_allclose(out, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
     x2 = _inputs(layer, 3)[0]  # a second call on other images: the weights' transform kept
     np.testing.assert_allclose(conv(x2), _expected(layer, x2, w, b), rtol=1e-4, atol=1e-4)
+    # liftpy export writes Winograd's kernels, the transforms beside them; its host script computes the layer
+    out_dir = tmp_path / "best"
+    assert main(["export", "--db", str(db), "--input", "4x7x9", "--kernels", "6x3x3", "--padding", "1", "--batch",
+                 "2", "-o", str(out_dir)]) == 0
+    assert "conv2d_winograd.lift" in (out_dir / "README.txt").read_text()
+    got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": w, "biases": b, **winograd.transforms()},
+                           tmp_path / "y.npy")
+    np.testing.assert_allclose(got, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
 
 
 def test_without_winograds_stages_the_direct_program_is_known(tmp_path):

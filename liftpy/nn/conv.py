@@ -5,10 +5,11 @@ dilation, groups, depthwise included) compiled through the automatic route (:mod
 low-level program and no strategy is written for it. Its configuration is the tuning database's best for the
 layer and device (``liftpy tune --layer``), else the route's default; the weights are given as PyTorch has them
 (OIHW), and a layout change the chosen program wants is a kernel of the program that reads only the weights, run
-once when a layer is prepared.
+once when a layer is prepared. A 3x3 layer of stride 1 has a second program, Winograd's F(2x2, 3x3)
+(:mod:`liftpy.nn.winograd`), tuned stage by stage: the layer runs the faster the database knows.
 
-A configuration given by the user is checked against the layer's space first and refused with the reason. A
-plan's first run is checked against a float64 numpy reference.
+A configuration given by the user (the direct program's) is checked against the layer's space first and
+refused with the reason. A plan's first run is checked against a float64 numpy reference.
 """
 
 from __future__ import annotations
@@ -248,6 +249,7 @@ class Known:
     algorithm: str
     config: dict
     time_ms: float
+    device: str
 
 
 def best_in_database(database, layer: ConvLayer, device: str | None) -> Known | None:
@@ -259,12 +261,12 @@ def best_in_database(database, layer: ConvLayer, device: str | None) -> Known | 
     known = []
     direct = best_trial(database, layer, device)
     if direct is not None:
-        known.append(Known(DIRECT, dict(direct.config), direct.time_ms))
+        known.append(Known(DIRECT, dict(direct.config), direct.time_ms, direct.device))
     if winograd.applies(layer):
         task = winograd_task(layer)
         if all(database.best(stage, device, ROUTE) is not None for stage in task.stages()):
             tuned = best_in(task, database, device)
-            known.append(Known(WINOGRAD, tuned.config, tuned.time_ms))
+            known.append(Known(WINOGRAD, tuned.config, tuned.time_ms, tuned.device))
     return min(known, key=lambda k: k.time_ms, default=None)
 
 
@@ -286,17 +288,23 @@ def best_known(layer: ConvLayer, device, db=None) -> Known | None:
         database.close()
 
 
-def plan(layer: ConvLayer, config: Mapping[str, int] | None = None, device=None, db=None) -> ConvPlan:
+def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, algorithm: str = DIRECT) -> ConvPlan:
     """Compile a layer through the automatic route for a configuration of the direct program's space (checked
-    against it). Without a configuration: the fastest the tuning database knows for this layer and device (the
-    direct program's or Winograd's, :func:`best_in_database`), else the route's default for the direct program
+    against it), or with ``algorithm`` WINOGRAD each of Winograd's stages' configurations by the stage's name.
+    Without a configuration: the fastest the tuning database knows for this layer and device (the direct
+    program's or Winograd's, :func:`best_in_database`), else the route's default for the direct program
     (:meth:`~liftpy.rewrite.route.RouteSpace.default`)."""
     from ..runtime import get_device
     from ..tuning.db import config_key
 
     dev = get_device(device)
-    config = _check_config(config)
-    algorithm = DIRECT
+    if algorithm not in (DIRECT, WINOGRAD) or (algorithm == WINOGRAD and not winograd.applies(layer)):
+        raise InputError(f"algorithm {algorithm!r}: {layer.describe()} runs {DIRECT!r}"
+                         + (f" or {WINOGRAD!r}" if winograd.applies(layer) else ""))
+    if algorithm == DIRECT:
+        config = _check_config(config)
+    elif config is None:
+        raise InputError("a Winograd plan needs its stages' configurations")
     if config is None:
         known = best_known(layer, dev, db)
         if known is not None:
@@ -341,12 +349,17 @@ def export_notes(plan: ConvPlan, trial=None) -> str:
     """What a user of exported kernels needs to know: the inputs' layouts and the configuration."""
     L = plan.layer
     timing = f"measured: {trial.time_ms:.3f} ms on {trial.device}\n" if trial is not None else ""
-    return (f"liftpy's automatic route on liftpy/nn/conv2d.lift for {L.describe()}, batch {L.batch}\n"
+    program = "conv2d_winograd.lift (Winograd's F(2x2, 3x3))" if plan.algorithm == WINOGRAD else "conv2d.lift"
+    transforms = "".join(f" --input {name}={name}.npy" for name in winograd.transforms()) \
+        if plan.algorithm == WINOGRAD else ""
+    given = "; the transforms: the .npy files beside the kernels" if transforms else ""
+    return (f"liftpy's automatic route on liftpy/nn/{program} for {L.describe()}, batch {L.batch}\n"
             f"configuration: {plan.config}\n{timing}"
             f"inputs (float32 .npy): input = x in NCHW {(L.batch, L.channels, L.height, L.width)}; "
-            f"weights = w in OIHW {L.weight_shape}; biases = b ({L.kernels},) (zeros for none)\n"
+            f"weights = w in OIHW {L.weight_shape}; biases = b ({L.kernels},) (zeros for none){given}\n"
             f"output: ({L.batch}, {L.kernels}, {L.out_height}, {L.out_width}) NCHW\n"
-            f"run: python host.py --input input=x.npy --input weights=w.npy --input biases=b.npy --output y.npy\n")
+            f"run: python host.py --input input=x.npy --input weights=w.npy --input biases=b.npy{transforms} "
+            f"--output y.npy\n")
 
 
 def _as_float32_array(name: str, value, dims: int, layout: str) -> np.ndarray:
