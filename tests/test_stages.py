@@ -71,6 +71,17 @@ def test_a_program_of_one_value_is_one_stage():
                             "conv2d").stages()[0].stage is None
 
 
+def test_a_result_that_only_rearranges_the_values_before_it_keeps_the_function_one_stage():
+    program = liftpy.parse("""
+def twoThenTranspose(xs: [[float]_n]_m) = {
+  val doubled = map(row -> map(x -> x * 2.0f, row), xs)
+  val squared = map(row -> map(x -> x * x, row), doubled)
+  transpose(squared)
+}
+""")
+    assert [s.name for s in split_stages(program)] == ["twoThenTranspose"]
+
+
 def test_the_trials_are_shared_among_the_stages_run_on_every_call(tmp_path):
     stages = _task(tmp_path).stages()
     assert [s.hoisted for s in stages] == [True, False, False]

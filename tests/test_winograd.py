@@ -94,3 +94,12 @@ def test_without_winograds_stages_the_direct_program_is_known(tmp_path):
     database = TuningDB(db)
     assert best_in_database(database, layer, None).algorithm == DIRECT
     database.close()
+
+
+def test_a_winograd_plan_for_a_layer_it_does_not_compute_or_without_its_stages_is_refused():
+    from liftpy.errors import InputError
+
+    with pytest.raises(InputError, match="runs 'direct'$"):
+        nn.plan(make_layer((4, 8, 8), (4, 3, 3), 2, 1), {}, algorithm=WINOGRAD)
+    with pytest.raises(InputError, match="a configuration for each of its stages, v, u, m, conv2dWinograd"):
+        nn.plan(make_layer((4, 8, 8), (4, 3, 3), 1, 1), {"v": {}}, algorithm=WINOGRAD)

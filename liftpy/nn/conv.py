@@ -157,7 +157,7 @@ class ConvPlan:
     checked: bool = field(default=False)
     #: DIRECT (conv2d.lift; ``config`` the route's choices) or WINOGRAD (conv2d_winograd.lift; ``config`` each
     #: stage's choices by the stage's name)
-    algorithm: str = "direct"
+    algorithm: str = DIRECT
 
     @property
     def memory_bytes(self) -> int:
@@ -324,9 +324,18 @@ def _winograd_plan(layer: ConvLayer, config: Mapping[str, Mapping[str, int]], de
     from ..rewrite.stages import join_stages
     from ..runtime import compile as compile_program
 
+    from ..errors import RewriteError, SizeError
+
     task = winograd_task(layer)
-    lowered = {stage.stage: stage.space(device).lower(stage.complete(config[stage.stage]))
-               for stage in task.stages()}
+    stages = task.stages()
+    if set(config) != {stage.stage for stage in stages}:
+        raise InputError(f"a Winograd plan takes a configuration for each of its stages, "
+                         f"{', '.join(stage.stage for stage in stages)}; got {', '.join(map(str, config)) or 'none'}")
+    try:
+        lowered = {stage.stage: stage.space(device).lower(stage.complete(dict(config[stage.stage])))
+                   for stage in stages}
+    except (RewriteError, SizeError) as e:
+        raise ConstraintError(f"not valid for {layer.describe()} as Winograd's F(2x2, 3x3): {e.message}") from None
     program = join_stages(task.load(), task.function, lowered)
     return ConvPlan(layer, dict(config), compile_program(program, task.size_map, device, task.function),
                     algorithm=WINOGRAD)

@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..ir import Function, Let, Node, Param, Program, PVar, free_vars, walk
+from ..ir import Function, Let, Node, Param, Pattern, Program, PVar, free_vars, walk
 from ..typecheck import typecheck
 from .match import Names, freshen
 from .nests import computes
@@ -42,7 +42,8 @@ class Stage:
 
 def split_stages(program: Program, function: str | None = None, constants=()) -> tuple[Stage, ...]:
     """The function's stages in the order they run; one stage (the whole function) where its body computes
-    one value only. ``constants``: the inputs that stay fixed across calls."""
+    one value only, or its result only rearranges the values before it. ``constants``: the inputs that stay
+    fixed across calls."""
     fun = program.function(function)
     typed = typecheck(program.only(fun.name)).program.function(fun.name)
     chain: list[Let] = []
@@ -51,7 +52,7 @@ def split_stages(program: Program, function: str | None = None, constants=()) ->
         chain.append(body)
         body = body.body
     computing = [let for let in chain if computes(let.value)]
-    if not computing:
+    if not computing or not computes(body):  # one value (or a result that only rearranges): one stage
         return (Stage(fun.name, program.only(fun.name), tuple(p.name for p in fun.params),
                       _reads_only(fun.params, constants)),)
     views = [let for let in chain if not computes(let.value)]
@@ -82,7 +83,7 @@ def join_stages(program: Program, function: str | None, lowered: Mapping[str, Pr
     stages = split_stages(program, fun.name)
     taken = {p.name for p in fun.params} | {s.name for s in stages}
     names = Names(taken)  # the same set: a fresh name is never one a stage's val already has
-    chain: list[tuple[str, Node]] = []
+    chain: list[tuple[Pattern, Node]] = []
     for stage in stages:
         body = freshen(lowered[stage.name].function(fun.name).body, set(taken), names)
         taken |= {n for node in walk(body) if isinstance(node, Let) for n in node.pattern.names()}
