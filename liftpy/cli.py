@@ -473,16 +473,18 @@ def _tuning_db(path, create: bool = False):
 
 def cmd_report(args) -> int:
 
-    from .tuning.report import layer_report, network_report
+    from .tuning.report import layer_report, network_report, winograd_report
 
     if args.program and args.network:
         raise InputError("--program and --network: report one or the other")
     subject = _program_task(args, "program") if args.program else None if args.network else _layer_from_args(args)
     db = _tuning_db(args.db)
+    layer = None
     if subject is not None and not args.program:  # a layer: its program's trials (else, in a database written
         # before the hand-written pipelines were retired, the layer's own)
         from .nn.conv import route_task
 
+        layer = subject
         if db.trials(route_task(subject), args.device) or not db.trials(subject, args.device):
             subject = route_task(subject)
     out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
@@ -492,6 +494,8 @@ def cmd_report(args) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         text = network_report(db, args.network, args.device, out_dir) if args.network else \
             layer_report(db, subject, args.device, out_dir)
+    if layer is not None:
+        text += winograd_report(db, layer, args.device)
     print(text)
     return 0
 

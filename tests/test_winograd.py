@@ -54,7 +54,7 @@ def test_which_layers_it_computes():
     assert not winograd.applies(make_layer((4, 8, 8), (4, 5, 5), 1, 2))
 
 
-def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest_known(tmp_path):
+def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest_known(tmp_path, capsys):
     """Only Winograd's stages in the database: nn.Conv2d runs it, checked against the reference."""
     db = tmp_path / "t.sqlite"
     layer = make_layer((4, 7, 9), (6, 3, 3), 1, 1, batch=2)
@@ -75,10 +75,13 @@ def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest
     np.testing.assert_allclose(out, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
     x2 = _inputs(layer, 3)[0]  # a second call on other images: the weights' transform kept
     np.testing.assert_allclose(conv(x2), _expected(layer, x2, w, b), rtol=1e-4, atol=1e-4)
+    shape = ["--db", str(db), "--input", "4x7x9", "--kernels", "6x3x3", "--padding", "1", "--batch", "2"]
+    capsys.readouterr()
+    assert main(["report", *shape, "-o", str(tmp_path)]) == 0  # the direct program untuned: Winograd's stages
+    assert "tuned stage by stage" in capsys.readouterr().out.splitlines()[-2]
     # liftpy export writes Winograd's kernels, the transforms beside them; its host script computes the layer
     out_dir = tmp_path / "best"
-    assert main(["export", "--db", str(db), "--input", "4x7x9", "--kernels", "6x3x3", "--padding", "1", "--batch",
-                 "2", "-o", str(out_dir)]) == 0
+    assert main(["export", *shape, "-o", str(out_dir)]) == 0
     assert "conv2d_winograd.lift" in (out_dir / "README.txt").read_text()
     got = _run_host_script(out_dir, tmp_path, {"input": x, "weights": w, "biases": b, **winograd.transforms()},
                            tmp_path / "y.npy")

@@ -69,6 +69,27 @@ def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: in
     return "\n".join(lines)
 
 
+def winograd_report(db: TuningDB, layer, device: str | None) -> str:
+    """For a layer Winograd's F(2x2, 3x3) computes and whose stages are tuned: each stage's best and what the
+    layer runs (the faster program, :func:`liftpy.nn.conv.best_in_database`); else nothing."""
+    from ..nn import winograd
+    from ..nn.conv import best_in_database
+    from .program import ROUTE
+    from .search import best_in
+
+    if not winograd.applies(layer):
+        return ""
+    task = winograd.winograd_task(layer)
+    if any(db.best(stage, device, ROUTE) is None for stage in task.stages()):
+        return "\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift): not tuned for this layer"
+    tuned = best_in(task, db, device)
+    stages = ", ".join(f"{t.task.stage} {t.time_ms:.3f} ms ({len(t.trials)} trials"
+                       f"{', once per layer' * t.task.hoisted})" for t in tuned.stages)
+    runs = best_in_database(db, layer, device)
+    return (f"\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift), tuned stage by stage: {tuned.time_ms:.3f} ms "
+            f"a call ({stages})\nthe layer runs the {runs.algorithm} program ({runs.time_ms:.3f} ms)")
+
+
 def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path) -> str:
     from ..errors import InputError
 
