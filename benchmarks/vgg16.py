@@ -44,7 +44,6 @@ import liftpy  # noqa: E402
 import liftpy.nn as nn  # noqa: E402
 from benchmarks.baselines import clblast_conv, im2col_layer, naive_opencl, torch_layer  # noqa: E402
 from benchmarks.peak import fma_peak  # noqa: E402
-from liftpy.nn import winograd  # noqa: E402
 from liftpy.nn.reference import im2col_bytes  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
@@ -167,8 +166,8 @@ def main():
         spec = nn.VGG16[name]
         x, w, b = spec.random_inputs(seed=index)
         known = nn.conv.best_in_database(database, spec, device)
-        tasks = [nn.route_task(spec), *(winograd.winograd_task(spec).stages() if winograd.applies(spec) else ())]
-        tried = sum(len(database.trials(task, device)) for task in tasks)
+        tried = sum(len(database.trials(stage, device))
+                    for task in nn.conv.layer_tasks(spec) for stage in task.stages())
         layer = nn.Conv2d(w, b, spec.stride, spec.padding, db=args.db, input_shape=x.shape)
         assert layer.plans[0].algorithm == known.algorithm
         layer(x)  # the first call is checked against the float64 reference

@@ -411,13 +411,11 @@ def cmd_tune(args) -> int:
 def _tune_layer(args, layer) -> int:
     """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
     program is, the weights and biases constant; liftpy.nn finds the result in the database."""
-    from .nn import winograd
-    from .nn.conv import route_task
+    from .nn.conv import layer_tasks
 
-    tuned = [_tune_task(args, route_task(layer), f"{layer.describe()} through the automatic route")]
-    if winograd.applies(layer):
-        tuned.append(_tune_task(args, winograd.winograd_task(layer), f"{layer.describe()} as Winograd's F(2x2, "
-                                f"3x3) through the automatic route"))
+    names = ("", " as Winograd's F(2x2, 3x3)")  # layer_tasks: the direct program, then Winograd's
+    tuned = [_tune_task(args, task, f"{layer.describe()}{name} through the automatic route")
+             for task, name in zip(layer_tasks(layer), names)]
     best = min(tuned, key=lambda t: t.time_ms)
     rate = layer.flops / best.time_ms / 1e6
     algorithm = "Winograd's F(2x2, 3x3)" if best.stages else "the direct program"

@@ -44,6 +44,11 @@ def route_task(layer: ConvLayer):
     return ProgramTask(path, tuple(sorted(sizes.items())), "conv2d", ("weights", "biases"))
 
 
+def layer_tasks(layer: ConvLayer) -> list:
+    """The layer's programs to tune: the direct program (:func:`route_task`), then Winograd's where it applies."""
+    return [route_task(layer), *([winograd_task(layer)] if winograd.applies(layer) else [])]
+
+
 _ROUTE_SPACES: dict[tuple, object] = {}
 
 

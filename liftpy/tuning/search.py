@@ -388,13 +388,10 @@ def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", d
     at its sizes with its weights and biases constant, and where the layer is a 3x3 convolution of stride 1
     Winograd's (``conv2d_winograd.lift``, :mod:`liftpy.nn.winograd`), ``trials`` each. Returns the faster;
     ``nn.Conv2d`` and ``nn.conv2d`` then find it in the database."""
-    from ..nn import winograd
-    from ..nn.conv import route_task
+    from ..nn.conv import layer_tasks
 
-    layer = resolve_layer(layer_or_shapes)
-    tuned = [tune_task(route_task(layer), trials, db, device, seed, **options)]
-    if winograd.applies(layer):
-        tuned.append(tune_task(winograd.winograd_task(layer), trials, db, device, seed, **options))
+    tasks = layer_tasks(resolve_layer(layer_or_shapes))
+    tuned = [tune_task(task, trials, db, device, seed, **options) for task in tasks]
     return min(tuned, key=lambda t: t.time_ms)
 
 
