@@ -404,6 +404,9 @@ def _program_task(args, option: str):
 
 def cmd_tune(args) -> int:
     if args.file:
+        if args.algorithm is not None:
+            raise InputError(f"--algorithm {args.algorithm}: it chooses among a layer's programs; "
+                             f"{args.file} is tuned as it is written")
         return _tune_program(args)
     return _tune_layer(args, _layer_from_args(args))
 
@@ -411,12 +414,11 @@ def cmd_tune(args) -> int:
 def _tune_layer(args, layer) -> int:
     """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
     program is, the weights and biases constant; liftpy.nn finds the result in the database."""
-    from .nn.conv import layer_tasks
+    from .tuning.search import fastest
 
-    names = ("", " as Winograd's F(2x2, 3x3)")  # layer_tasks: the direct program, then Winograd's
-    tuned = [_tune_task(args, task, f"{layer.describe()}{name} through the automatic route")
-             for task, name in zip(layer_tasks(layer), names)]
-    best = min(tuned, key=lambda t: t.time_ms)
+    names = {"direct": "", "winograd": " as Winograd's F(2x2, 3x3)"}
+    best = fastest(layer, args.algorithm or "auto", lambda name, task: _tune_task(
+        args, task, f"{layer.describe()}{names[name]} through the automatic route"))
     rate = layer.flops / best.time_ms / 1e6
     algorithm = "Winograd's F(2x2, 3x3)" if best.stages else "the direct program"
     print(f"best through the automatic route: {algorithm}, {best.time_ms:.3f} ms ({rate:.1f} GFLOP/s), "
@@ -672,6 +674,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=positive_int, default=100,
                    help="configurations to measure in total (resumes); a 3x3 layer of stride 1: as many again for "
                         "Winograd's program")
+    p.add_argument("--algorithm", choices=("auto", "direct", "winograd"),
+                   help="a layer's program to tune: auto (default) tunes the direct program and, for a 3x3 layer "
+                        "of stride 1, Winograd's F(2x2, 3x3), and the layer runs the faster")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per trial (the median is kept)")

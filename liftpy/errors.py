@@ -116,6 +116,11 @@ class InputError(LiftError):
     """Inputs given to a program (files, arrays, command-line values) do not fit what the program expects."""
 
 
+class NoCorrectTrial(InputError):
+    """A tuning found no configuration that computes the right result (every trial wrong, failed or timed out):
+    the program cannot run tuned, and a choice among programs leaves it out."""
+
+
 class InternalError(Exception):
     """A bug in liftpy itself, met while it worked for a user: not their mistake, so not a :class:`LiftError`.
     The traceback is saved to ``path`` so that it can be reported; the message says where."""

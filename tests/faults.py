@@ -64,3 +64,15 @@ def hang(config, generated):
         at = _body_start(source)
         return source[:at] + "\n    volatile global float* spin = output; while (1) spin[0] += 1.0f;" + source[at:]
     return _edit_output_kernel(config, generated, edit)
+
+
+def winograd_weights_scaled(config, generated):
+    """Every configuration of a program reading Winograd's kernel transform (its stage u) writes its output
+    0.1% too large, and no other program's: Winograd's program gets no correct trial, the direct program all."""
+    if not any("kernelTransform" in kernel.source for kernel in generated.kernels):
+        return generated
+    last = generated.kernels[-1]
+    source = re.sub(r"(output\[[^\]]+\] = )([^;]+);", r"\1(\2) * 1.001f;", last.source)
+    source = re.sub(r"vstore(\d+)\(([^;]+), (\d+), output ", r"vstore\1((\2) * 1.001f, \3, output ", source)
+    assert source != last.source, "the planted fault found nothing to change: the kernel's shape has changed"
+    return dataclasses.replace(generated, kernels=generated.kernels[:-1] + (dataclasses.replace(last, source=source),))

@@ -22,8 +22,11 @@ from liftpy.tuning.report import pareto_front
 from .faults import faulty
 from .reference import conv2d_hwc
 
+# The tuner's mechanics are tested on the direct program of a 3x3 layer (algorithm "direct"); Winograd's program
+# of the same layer, tuned stage by stage, and the choice between the two, in tests/test_winograd.py.
 SMALL = dict(input_shape=(8, 12, 12), kernel_shape=(8, 3, 3), stride=1, padding=1)
 SMALL_ARGS = ["--input", "8x12x12", "--kernels", "8x3x3", "--padding", "1"]
+TUNE_SMALL = ["tune", *SMALL_ARGS, "--algorithm", "direct"]
 
 
 def rows(db_path):
@@ -35,12 +38,12 @@ def rows(db_path):
 
 def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
     db = tmp_path / "t.sqlite"
-    first = liftpy.tune(SMALL, trials=6, db=db, seed=1, repeat=2, progress=False).trials
+    first = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=1, repeat=2, progress=False).trials
     assert len(first) == 6
     for t in first:
         assert t.status == "ok" and t.time_ms > 0 and t.max_error <= 1 and t.memory_bytes > 0
     assert all(json.loads(r[6]) for r in rows(db))  # kernel source hashes stored
-    again = liftpy.tune(SMALL, trials=9, db=db, seed=1, repeat=2, progress=False).trials
+    again = liftpy.tune(SMALL, algorithm="direct", trials=9, db=db, seed=1, repeat=2, progress=False).trials
     trials = [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in again]
     assert len(again) == 9 and len(set(trials)) == 9  # three new trials, none repeated
     assert trials[:6] == [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in first]
@@ -52,7 +55,7 @@ def test_planted_faults_are_recorded_as_wrong_and_never_chosen(tmp_path, fault):
     (tests/faults.py: half of the configurations) are caught by the check -- on fresh inputs, in buffers filled
     with NaN, against the naive route -- and never chosen."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=10, db=db, seed=3, repeat=1, progress=False,
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=10, db=db, seed=3, repeat=1, progress=False,
                          fault=f"tests.faults:{fault}", confirm=2).trials
     wrong = [t for t in trials if faulty(t.config)]
     sound = [t for t in trials if not faulty(t.config)]
@@ -84,7 +87,7 @@ def test_every_trial_is_checked_on_inputs_of_its_own(tmp_path):
     from liftpy.interpreter import random_inputs
 
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=4, db=db, seed=0, repeat=1, progress=False, confirm=0).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=4, db=db, seed=0, repeat=1, progress=False, confirm=0).trials
     seeds = [t.check_seed for t in trials]
     assert None not in seeds and len(set(seeds)) == len(seeds)
     task = nn.route_task(nn.make_layer(**SMALL))
@@ -122,7 +125,7 @@ def test_hung_trials_are_recorded_and_the_search_goes_on(tmp_path):
     """A kernel that never ends is killed after the time limit, counted from when the (started, ready)
     worker receives the job; the next trial runs in a fresh worker."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=6, db=db, seed=3, repeat=1, progress=False, timeout=5,
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=3, repeat=1, progress=False, timeout=5,
                          fault="tests.faults:hang", confirm=0).trials
     hung = [t for t in trials if faulty(t.config)]
     assert hung and all(t.status == "timeout" and "no result after 5 s" in t.cause for t in hung)
@@ -138,7 +141,7 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
 
     db = tmp_path / "t.sqlite"
     with pytest.raises(InternalError) as caught:
-        liftpy.tune(SMALL, trials=3, db=db, seed=0, repeat=1, progress=False, fault="tests.faults:no_such_fault")
+        liftpy.tune(SMALL, algorithm="direct", trials=3, db=db, seed=0, repeat=1, progress=False, fault="tests.faults:no_such_fault")
     assert "a bug in liftpy" in caught.value.message and str(caught.value.path) in caught.value.message
     report = caught.value.path.read_text()
     assert "Traceback" in report and "no_such_fault" in report
@@ -148,14 +151,14 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
     # so the bug is planted in this process's measurer)
     monkeypatch.setattr(measure.Measurer, "measure",
                         lambda self, job: {"status": "bug", "cause": "Traceback (most recent call last):\nKeyError: 'σ'"})
-    assert main(["tune", *SMALL_ARGS, "--trials", "3", "--db", str(tmp_path / "u.sqlite"), "--repeat", "1"]) not in (0, None)
+    assert main([*TUNE_SMALL, "--trials", "3", "--db", str(tmp_path / "u.sqlite"), "--repeat", "1"]) not in (0, None)
     err = capsys.readouterr().err
     assert "error: a bug in liftpy" in err and "KeyError" in err and "Traceback" not in err
 
 
 def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
     db = tmp_path / "t.sqlite"
-    command = [sys.executable, "-m", "liftpy.cli", "tune", *SMALL_ARGS, "--trials", "200", "--db", str(db),
+    command = [sys.executable, "-m", "liftpy.cli", *TUNE_SMALL, "--trials", "200", "--db", str(db),
                "--repeat", "1"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -174,7 +177,7 @@ def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
     configs = [r[0] for r in before]
     assert len(set(configs)) == len(configs)
     assert all(r[1] == "ok" and r[3] > 0 for r in before)  # every stored trial is complete
-    assert main(["tune", *SMALL_ARGS, "--trials", str(len(before) + 3), "--db", str(db), "--repeat", "1"]) == 0
+    assert main([*TUNE_SMALL, "--trials", str(len(before) + 3), "--db", str(db), "--repeat", "1"]) == 0
     after = rows(db)
     assert len(after) == len(before) + 3
     assert [r[0] for r in after[: len(before)]] == configs
@@ -183,7 +186,7 @@ def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
 
 def test_report_export_and_default_configuration(tmp_path, capsys):
     db = tmp_path / "t.sqlite"
-    liftpy.tune(SMALL, trials=5, db=db, seed=2, repeat=2, progress=False)
+    liftpy.tune(SMALL, algorithm="direct", trials=5, db=db, seed=2, repeat=2, progress=False)
     assert main(["report", "--db", str(db), *SMALL_ARGS, "-o", str(tmp_path / "figures")]) == 0
     out = capsys.readouterr().out
     assert "5 trials, 5 correct" in out and "GFLOP/s" in out
@@ -347,7 +350,7 @@ def test_refusing_a_bad_database(tmp_path):
 
 def test_far_slower_configurations_are_timed_once(tmp_path):
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0).trials
     once = [t for t in trials if "timed once" in t.cause]
     assert once, "with a cutoff of 1x the best, slower configurations are timed once"
     assert all(t.status == "ok" and t.max_error <= 1 for t in once)  # still checked against the reference
@@ -359,7 +362,7 @@ def test_far_slower_configurations_are_timed_once(tmp_path):
 def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
     db = tmp_path / "t.sqlite"
     # no cutoff: a tiny kernel's first run can jitter past 10x the best and be timed once
-    trials = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
     assert len([t for t in trials if t.status == "ok"]) == 6
     again = [t for t in trials if "measured again" in t.cause]
     assert 2 <= len(again) <= 6  # the fastest two not measured yet, a pass, until the fastest is one of them
@@ -372,7 +375,7 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
         medians = [statistics.median(times[i:i + 2]) for i in (2, 4, 6)]
         assert t.time_ms == pytest.approx(statistics.median(medians), rel=1e-6)
     # a later run does not measure again what has been measured again (a trial newly among the fastest it does)
-    more = liftpy.tune(SMALL, trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
+    more = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
     assert {(t.algorithm, str(t.config), t.time_ms) for t in again} <= \
         {(t.algorithm, str(t.config), t.time_ms) for t in more if "measured again" in t.cause}
     with sqlite3.connect(db) as conn:
@@ -416,7 +419,7 @@ def test_a_starting_point_near_the_fastest_is_measured_again_with_it(tmp_path):
     for config, time_ms in ((others[0], 1.0), (starts[1], near), (others[1], near), (starts[2], SECOND_LOOK + 0.1)):
         db.record(task, "route", config, device, {"status": "ok", "time_ms": time_ms, "max_error": 0.1})
     db.close()
-    trials = liftpy.tune(SMALL, trials=4, db=tmp_path / "t.sqlite", repeat=1, progress=False, confirm=1).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=4, db=tmp_path / "t.sqlite", repeat=1, progress=False, confirm=1).trials
     again = [task.complete(t.config) for t in trials if t.measured_again]
     assert others[0] in again and starts[1] in again
     assert others[1] not in again and starts[2] not in again

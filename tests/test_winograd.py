@@ -88,6 +88,32 @@ def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest
     np.testing.assert_allclose(got, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
 
 
+def test_a_layer_whose_winograd_program_gets_no_correct_trial_keeps_the_direct_program(tmp_path, capsys):
+    """liftpy.tune(layer) tunes both programs; where every trial of one of Winograd's stages is wrong (a planted
+    fault scales stage u's output), the layer is left to the direct program, which the tuner says; asked for
+    Winograd's program alone, the tuner refuses with the reason."""
+    from liftpy.errors import NoCorrectTrial
+
+    db = tmp_path / "t.sqlite"
+    layer = make_layer((4, 7, 9), (6, 3, 3), 1, 1)
+    fault = "tests.faults:winograd_weights_scaled"
+    best = liftpy.tune(layer, trials=2, db=db, repeat=1, progress=False, confirm=0, fault=fault)
+    assert not best.stages and best.task == nn.route_task(layer)
+    assert all(t.status == "ok" for t in best.trials) and len(best.trials) == 2
+    note = capsys.readouterr().err
+    assert "winograd left out: no correct trial" in note and "stage u" in note and "failures: wrong" in note
+    database = TuningDB(db)
+    u = next(s for s in winograd.winograd_task(layer).stages() if s.stage == "u")
+    assert [t.status for t in database.trials(u, None)] == ["wrong", "wrong"]
+    assert best_in_database(database, layer, None).algorithm == DIRECT
+    database.close()
+    with pytest.raises(NoCorrectTrial, match="stage u"):
+        liftpy.tune(layer, trials=2, db=db, repeat=1, progress=False, confirm=0, fault=fault, algorithm=WINOGRAD)
+    x, w, b = _inputs(layer, 5)
+    out = nn.conv2d(x, w, b, 1, 1, db=db)  # the direct program's best, against the reference
+    np.testing.assert_allclose(out, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
+
+
 def test_without_winograds_stages_the_direct_program_is_known(tmp_path):
     db = tmp_path / "t.sqlite"
     layer = make_layer((2, 6, 6), (2, 3, 3), 1, 1)
@@ -102,7 +128,9 @@ def test_without_winograds_stages_the_direct_program_is_known(tmp_path):
 def test_a_winograd_plan_for_a_layer_it_does_not_compute_or_without_its_stages_is_refused():
     from liftpy.errors import InputError
 
-    with pytest.raises(InputError, match="runs 'direct'$"):
+    with pytest.raises(InputError, match=r"runs 'direct' \('winograd' computes 3x3 convolutions of stride 1,"):
         nn.plan(make_layer((4, 8, 8), (4, 3, 3), 2, 1), {}, algorithm=WINOGRAD)
+    with pytest.raises(InputError, match="runs 'direct' or 'winograd'$"):
+        nn.plan(make_layer((4, 8, 8), (4, 3, 3), 1, 1), {}, algorithm="auto")
     with pytest.raises(InputError, match="a configuration for each of its stages, v, u, m, conv2dWinograd"):
         nn.plan(make_layer((4, 8, 8), (4, 3, 3), 1, 1), {"v": {}}, algorithm=WINOGRAD)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -28,8 +28,9 @@ from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_error, im2col_bytes
 from .winograd import winograd_task
 
-#: the layer's algorithms: conv2d.lift's direct sum, and Winograd's F(2x2, 3x3) where it applies
-DIRECT, WINOGRAD = "direct", "winograd"
+#: the layer's algorithms: conv2d.lift's direct sum, and Winograd's F(2x2, 3x3) where it applies; AUTO: each
+#: that applies, the faster chosen
+DIRECT, WINOGRAD, AUTO = "direct", "winograd", "auto"
 
 
 def route_task(layer: ConvLayer):
@@ -44,9 +45,21 @@ def route_task(layer: ConvLayer):
     return ProgramTask(path, tuple(sorted(sizes.items())), "conv2d", ("weights", "biases"))
 
 
-def layer_tasks(layer: ConvLayer) -> list:
-    """The layer's programs to tune: the direct program (:func:`route_task`), then Winograd's where it applies."""
-    return [route_task(layer), *([winograd_task(layer)] if winograd.applies(layer) else [])]
+def layer_tasks(layer: ConvLayer, algorithm: str = AUTO) -> list[tuple[str, object]]:
+    """The layer's programs to tune, each with its algorithm's name: with AUTO the direct program
+    (:func:`route_task`), then Winograd's where it applies; with DIRECT or WINOGRAD that one (Winograd's refused
+    where it does not apply)."""
+    _check_algorithm(layer, algorithm, (AUTO, DIRECT, WINOGRAD))
+    tasks = [(DIRECT, route_task(layer))] + ([(WINOGRAD, winograd_task(layer))] if winograd.applies(layer) else [])
+    return [(name, task) for name, task in tasks if algorithm in (AUTO, name)]
+
+
+def _check_algorithm(layer: ConvLayer, algorithm: str, allowed: Sequence[str]) -> None:
+    if algorithm not in allowed or (algorithm == WINOGRAD and not winograd.applies(layer)):
+        runs = [a for a in allowed if a != WINOGRAD or winograd.applies(layer)]
+        raise InputError(f"algorithm {algorithm!r}: {layer.describe()} runs {' or '.join(map(repr, runs))}"
+                         + ("" if winograd.applies(layer) else
+                            f" ({WINOGRAD!r} computes 3x3 convolutions of stride 1, dilation 1, one group)"))
 
 
 _ROUTE_SPACES: dict[tuple, object] = {}
@@ -303,9 +316,7 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
     from ..tuning.db import config_key
 
     dev = get_device(device)
-    if algorithm not in (DIRECT, WINOGRAD) or (algorithm == WINOGRAD and not winograd.applies(layer)):
-        raise InputError(f"algorithm {algorithm!r}: {layer.describe()} runs {DIRECT!r}"
-                         + (f" or {WINOGRAD!r}" if winograd.applies(layer) else ""))
+    _check_algorithm(layer, algorithm, (DIRECT, WINOGRAD))
     if algorithm == DIRECT:
         config = _check_config(config)
     elif config is None:

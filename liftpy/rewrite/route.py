@@ -1174,12 +1174,18 @@ class RouteSpace:
         wanted = [self.rounded_blocks[b] for b in sorted(blocks) if b in self.rounded_blocks]
         return [e for e in dict.fromkeys(wanted) if self.rounded(e) is not None]
 
-    def describe(self) -> str:
+    def describe(self, made: bool = True) -> str:
+        """The levels that can be blocked and how many sketches the space holds -- each made to know it (seconds
+        for a small convolution, minutes for Winograd's stages), unless ``made`` is False: then how many
+        structures there are, for a search's first line, which makes only the sketches it reaches."""
+        def count(space):
+            return f"{len(list(space.sketches()))} sketches" if made else f"{len(space.structures())} structures"
+
         levels = ", ".join(f"{level.name} ({level.extent})" for level in self.levels) or "none"
-        text = f"levels that can be blocked: {levels}; {len(list(self.sketches()))} sketches"
+        text = f"levels that can be blocked: {levels}; {count(self)}"
         if self._joined_program is not None:
             joined = ", ".join(f"{level.name} ({level.extent})" for level in self.joined.levels)
-            text += f"; with its rows joined (join_rows 1): {joined}, {len(list(self.joined.sketches()))} sketches"
+            text += f"; with its rows joined (join_rows 1): {joined}, {count(self.joined)}"
         if self.rounded_blocks:
             text += f"; {self.levels[-1].name} rounded up (round_up) by " + \
                 ", ".join(f"{e} for blocks of {', '.join(str(b) for b, x in self.rounded_blocks.items() if x == e)}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Mapping, Protocol, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, NoCorrectTrial
 from ..nn.layers import ConvLayer, layer as named_layer
 from .db import Trial, TuningDB, config_key, lighter_rivals, ranked
 from .measure import Job, Measurer, check_seed
@@ -60,7 +60,7 @@ class LocalSearchSampler:
         """``first``, then random configurations until the random share is explored -- counting the results
         observed before (a resumed search's) -- then the local search."""
         proposed: set[str] = set()
-        randoms = iter(self.first + list(self.space.sample(self.pool, seed=self.seed)))
+        randoms = self._randoms()
         while True:
             explored = max(len(proposed), len(self.times)) >= self.random_trials and len(proposed) >= len(self.first)
             local = self._next_neighbour(proposed) if explored else None
@@ -69,6 +69,12 @@ class LocalSearchSampler:
                 return
             proposed.add(config_key(config))
             yield self.algorithm, config
+
+    def _randoms(self):
+        """``first``, then the random pool, drawn only when ``first`` is spent: drawing it makes every sketch of
+        a route space (minutes for Winograd's stages), which a short search of its starting points never needs."""
+        yield from self.first
+        yield from self.space.sample(self.pool, seed=self.seed)
 
     def _next_neighbour(self, proposed: set[str]) -> dict | None:
         for key in sorted(self.times, key=self.times.get):
@@ -321,7 +327,7 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
         return best
     space = task.space(device)
     if progress:
-        print(f"  space: {space.describe()}, {space.count()} configurations", file=sys.stderr)
+        print(f"  space: {space.describe(made=False)}", file=sys.stderr)
     check_reference(task, device, seed)
     if sampler is None:
         sampler = LocalSearchSampler(ROUTE, space, trials, seed, first=space.starting_points())
@@ -382,16 +388,31 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
 
 
 def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
-         **options) -> Tuned:
+         algorithm: str = "auto", **options) -> Tuned:
     """Tune a convolution layer (a name such as ``"vgg16.7"``, a ConvLayer, or make_layer's arguments as a
     dict) through the automatic route (:func:`tune_task`'s ``options``): its program, ``liftpy/nn/conv2d.lift``
     at its sizes with its weights and biases constant, and where the layer is a 3x3 convolution of stride 1
-    Winograd's (``conv2d_winograd.lift``, :mod:`liftpy.nn.winograd`), ``trials`` each. Returns the faster;
-    ``nn.Conv2d`` and ``nn.conv2d`` then find it in the database."""
-    from ..nn.conv import layer_tasks
+    Winograd's (``conv2d_winograd.lift``, :mod:`liftpy.nn.winograd`), ``trials`` each (``algorithm``: "auto"
+    for both, "direct" or "winograd" for one). Returns the faster; ``nn.Conv2d`` and ``nn.conv2d`` then find it
+    in the database."""
+    return fastest(resolve_layer(layer_or_shapes), algorithm,
+                   lambda name, task: tune_task(task, trials, db, device, seed, **options))
 
-    tasks = layer_tasks(resolve_layer(layer_or_shapes))
-    tuned = [tune_task(task, trials, db, device, seed, **options) for task in tasks]
+
+def fastest(layer: ConvLayer, algorithm: str, tune_one) -> Tuned:
+    """The fastest of the layer's programs (:func:`liftpy.nn.conv.layer_tasks`), each tuned by ``tune_one(name,
+    task)``. With "auto", a program after the first (the direct one, which computes every layer) that gets no
+    correct trial is left out, and the reason said on stderr: the layer runs the others."""
+    from ..nn.conv import AUTO, layer_tasks
+
+    tuned = []
+    for index, (name, task) in enumerate(layer_tasks(layer, algorithm)):
+        try:
+            tuned.append(tune_one(name, task))
+        except NoCorrectTrial as e:
+            if algorithm != AUTO or index == 0:
+                raise
+            print(f"note: {name} left out: {e.message}", file=sys.stderr)
     return min(tuned, key=lambda t: t.time_ms)
 
 
@@ -410,7 +431,7 @@ def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
     ok = ranked(found)
     if not ok:
         causes = sorted({t.status for t in found})
-        raise InputError(f"no correct trial of {task.describe()} (trials: {len(found)}; "
+        raise NoCorrectTrial(f"no correct trial of {task.describe()} (trials: {len(found)}; "
                          f"failures: {', '.join(causes) or 'none'})")
     best = ok[0]
     space = space or task.space()
