@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run the main job: a short auto-tuning run of a real VGG-16 layer (layer 10:
 # 128x56x56 input, 256 kernels 3x3) on the default OpenCL device, through the automatic route (the layer is
-# liftpy/nn/conv2d.lift at its sizes) -- every trial checked and stored in tuning.sqlite -- then its report
+# liftpy/nn/conv2d.lift at its sizes, and Winograd's liftpy/nn/conv2d_winograd.lift, tuned stage by stage)
+# -- every trial checked and stored in tuning.sqlite -- then its report
 # (best configurations, failures, the best low-level program, Pareto figure);
 # then a convolution with bias and ReLU written at the high level only, tuned through the automatic route,
 # and its report (with the best low-level program found). Run it again to resume and extend the searches.
