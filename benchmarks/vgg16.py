@@ -167,7 +167,7 @@ def main():
         x, w, b = spec.random_inputs(seed=index)
         known = nn.conv.best_in_database(database, spec, device)
         tried = sum(len(database.trials(stage, device))
-                    for task in nn.conv.layer_tasks(spec) for stage in task.stages())
+                    for _, task in nn.conv.layer_tasks(spec) for stage in task.stages())
         layer = nn.Conv2d(w, b, spec.stride, spec.padding, db=args.db, input_shape=x.shape)
         assert layer.plans[0].algorithm == known.algorithm
         layer(x)  # the first call is checked against the float64 reference

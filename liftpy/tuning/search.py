@@ -432,7 +432,7 @@ def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
     if not ok:
         causes = sorted({t.status for t in found})
         raise NoCorrectTrial(f"no correct trial of {task.describe()} (trials: {len(found)}; "
-                         f"failures: {', '.join(causes) or 'none'})")
+                             f"failures: {', '.join(causes) or 'none'})")
     best = ok[0]
     space = space or task.space()
     return Tuned(task, space.lower(best.config), dict(best.config), best.time_ms, tuple(found))
