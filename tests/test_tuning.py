@@ -16,6 +16,7 @@ import pytest
 import liftpy
 import liftpy.nn as nn
 from liftpy.cli import main
+from liftpy.nn import winograd
 from liftpy.tuning import TuningDB
 from liftpy.tuning.report import pareto_front
 
@@ -230,11 +231,20 @@ def test_network_report_against_baselines(tmp_path, capsys):
         db.record(nn.route_task(layer), "route", {"parallel": 2, "block.window": 4}, device,
                   {"status": "ok", "time_ms": 10.0 + i, "memory_bytes": 2**20 * (i + 1), "max_error": 1e-6})
         db.record_baseline(layer, "test device", "naive OpenCL", 200.0 + i, None)
+    # the last layer's Winograd stages: 2 + 5 + 1 ms a call (u, the kernels' transform, runs once), 4 MiB
+    stage_ms = {"v": 2.0, "u": 50.0, "m": 5.0, "conv2dWinograd": 1.0}
+    for stage in winograd.winograd_task(nn.VGG16["vgg16.24"]).stages():
+        db.record(stage, "route", {"parallel": 2}, device, {"status": "ok", "time_ms": stage_ms[stage.stage],
+                                                            "memory_bytes": 2**20, "max_error": 1e-6})
     db.close()
     assert main(["report", "--db", str(tmp_path / "t.sqlite"), "--network", "vgg16", "-o", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "vgg16.24" in out and "naive OpenCL ms" in out and "total" in out and "not tuned" not in out
-    assert "   10.000" in out and "   18.000" in out  # the first and the last layer's best
+    lines = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("vgg16.")}
+    assert lines["vgg16.0"][1:3] == ["direct", "10.000"] and lines["vgg16.0"][4] == "1.0"  # MiB
+    assert lines["vgg16.19"][1:3] == ["direct", "17.000"]
+    assert lines["vgg16.24"][1:3] == ["winograd", "8.000"] and lines["vgg16.24"][4] == "4.0"
+    assert lines["vgg16.24"][6] == f"{208.0 / 8.0:.2f}"  # naive OpenCL's 208 ms against Winograd's 8
     assert (tmp_path / "throughput-vgg16.png").exists()
 
 

@@ -261,30 +261,35 @@ def best_trial(database, layer: ConvLayer, device: str | None):
 
 @dataclass(frozen=True)
 class Known:
-    """The fastest program the tuning database knows for a layer: its algorithm, configuration and time (the
-    median of its kernel events in the tuner; Winograd's: the sum of its stages run on every call)."""
+    """The fastest program the tuning database knows for a layer: its algorithm, configuration (Winograd's: one
+    per stage), time (the median of its kernel events in the tuner; Winograd's: its stages run on every call,
+    :func:`~liftpy.tuning.search.per_call_ms`) and the global memory it allocates beside its inputs."""
 
     algorithm: str
     config: dict
     time_ms: float
     device: str
+    memory_bytes: int = 0
 
 
 def best_in_database(database, layer: ConvLayer, device: str | None) -> Known | None:
     """The faster of the direct program's best trial and, where the layer is one F(2x2, 3x3) computes,
-    Winograd's stages' best joined (every stage tuned); None if the database has neither."""
+    Winograd's stages' best (every stage tuned); None if the database has neither. Read from the trials alone:
+    nothing is lowered."""
     from ..tuning.program import ROUTE
-    from ..tuning.search import best_in
+    from ..tuning.search import per_call_ms
 
     known = []
     direct = best_trial(database, layer, device)
     if direct is not None:
-        known.append(Known(DIRECT, dict(direct.config), direct.time_ms, direct.device))
+        known.append(Known(DIRECT, dict(direct.config), direct.time_ms, direct.device, direct.memory_bytes or 0))
     if winograd.applies(layer):
-        task = winograd_task(layer)
-        if all(database.best(stage, device, ROUTE) is not None for stage in task.stages()):
-            tuned = best_in(task, database, device)
-            known.append(Known(WINOGRAD, tuned.config, tuned.time_ms, tuned.device))
+        bests = {stage: database.best(stage, device, ROUTE) for stage in winograd_task(layer).stages()}
+        if all(bests.values()):
+            trials = list(bests.values())
+            known.append(Known(WINOGRAD, {stage.stage: dict(t.config) for stage, t in bests.items()},
+                               per_call_ms((stage, t.time_ms) for stage, t in bests.items()), trials[0].device,
+                               sum(t.memory_bytes or 0 for t in trials)))
     return min(known, key=lambda k: k.time_ms, default=None)
 
 

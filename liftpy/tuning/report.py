@@ -92,32 +92,33 @@ def winograd_report(db: TuningDB, layer, device: str | None) -> str:
 
 def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path) -> str:
     from ..errors import InputError
+    from ..nn.conv import best_in_database
 
     if network not in NETWORKS:
         raise InputError(f"unknown network {network!r} (known: {', '.join(NETWORKS)})")
     rows = []
     baseline_names: list[str] = []
-    from ..nn.conv import best_trial
 
     for name, layer in NETWORKS[network].items():
-        best = best_trial(db, layer, device)  # its program's best through the automatic route
+        best = best_in_database(db, layer, device)  # the faster program the layer runs: direct or Winograd's
         baselines = db.baselines(layer, best.device if best else device or "")
         for b in baselines:
             if b not in baseline_names:
                 baseline_names.append(b)
         rows.append((name, layer, best, baselines))
     width = {b: max(14, len(b) + 3) for b in baseline_names}
-    header = f"{'layer':9} {'best ms':>9} {'GFLOP/s':>8} {'MiB':>7}" + "".join(f" {b + ' ms':>{width[b]}} {'x':>6}"
-                                                                              for b in baseline_names)
+    header = f"{'layer':9} {'program':9} {'best ms':>9} {'GFLOP/s':>8} {'MiB':>7}" + "".join(
+        f" {b + ' ms':>{width[b]}} {'x':>6}" for b in baseline_names)
     lines = [header]
     total = 0.0
     totals = {b: 0.0 for b in baseline_names}
     for name, layer, best, baselines in rows:
         if best is None:
-            lines.append(f"{name:9} {'(not tuned)':>9}")
+            lines.append(f"{name:9} {'(not tuned)':>19}")
             continue
         total += best.time_ms
-        line = f"{name:9} {best.time_ms:9.3f} {layer.flops / best.time_ms / 1e6:8.1f} {(best.memory_bytes or 0) / 2**20:7.1f}"
+        line = (f"{name:9} {best.algorithm:9} {best.time_ms:9.3f} {layer.flops / best.time_ms / 1e6:8.1f} "
+                f"{best.memory_bytes / 2**20:7.1f}")
         for b in baseline_names:
             if b in baselines:
                 ms = baselines[b][0]
@@ -126,9 +127,11 @@ def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path
             else:
                 line += f" {'-':>{width[b]}} {'':6}"
         lines.append(line)
-    lines.append(f"{'total':9} {total:9.3f}" + " " * 17 + "".join(
+    lines.append(f"{'total':9} {'':9} {total:9.3f}" + " " * 17 + "".join(
         f" {totals[b]:{width[b]}.3f} {totals[b] / total if total else 0:6.2f}" for b in baseline_names))
-    lines.append("best ms: the tuned best configuration's kernel events (tuning database); other columns as recorded "
+    lines.append("program: the faster the database knows (direct, or Winograd's F(2x2, 3x3) where it applies); "
+                 "best ms: its best configuration's kernel events (tuning database; Winograd's: its stages run on "
+                 "every call); GFLOP/s: the direct sum's count, for both; other columns as recorded "
                  "(benchmarks/vgg16.py records whole calls, numpy in and numpy out, and '(kernels)' baselines' kernel "
                  "events); x = column / best")
     tuned = [(name, layer, best, baselines) for name, layer, best, baselines in rows if best is not None]
