@@ -276,21 +276,30 @@ def best_in_database(database, layer: ConvLayer, device: str | None) -> Known | 
     """The faster of the direct program's best trial and, where the layer is one F(2x2, 3x3) computes,
     Winograd's stages' best (every stage tuned); None if the database has neither. Read from the trials alone:
     nothing is lowered."""
-    from ..tuning.program import ROUTE
     from ..tuning.search import per_call_ms
 
     known = []
     direct = best_trial(database, layer, device)
     if direct is not None:
         known.append(Known(DIRECT, dict(direct.config), direct.time_ms, direct.device, direct.memory_bytes or 0))
-    if winograd.applies(layer):
-        bests = {stage: database.best(stage, device, ROUTE) for stage in winograd_task(layer).stages()}
-        if all(bests.values()):
-            trials = list(bests.values())
-            known.append(Known(WINOGRAD, {stage.stage: dict(t.config) for stage, t in bests.items()},
-                               per_call_ms((stage, t.time_ms) for stage, t in bests.items()), trials[0].device,
-                               sum(t.memory_bytes or 0 for t in trials)))
+    bests = winograd_stage_bests(database, layer, device)
+    if bests is not None:
+        trials = list(bests.values())
+        known.append(Known(WINOGRAD, {stage.stage: dict(t.config) for stage, t in bests.items()},
+                           per_call_ms((stage, t.time_ms) for stage, t in bests.items()), trials[0].device,
+                           sum(t.memory_bytes or 0 for t in trials)))
     return min(known, key=lambda k: k.time_ms, default=None)
+
+
+def winograd_stage_bests(database, layer: ConvLayer, device: str | None) -> dict | None:
+    """Each of Winograd's stages (a ProgramTask) with its best correct trial, where the layer is one F(2x2, 3x3)
+    computes and every stage is tuned; else None. Read from the trials: nothing is lowered."""
+    from ..tuning.program import ROUTE
+
+    if not winograd.applies(layer):
+        return None
+    bests = {stage: database.best(stage, device, ROUTE) for stage in winograd_task(layer).stages()}
+    return bests if all(bests.values()) else None
 
 
 def best_known(layer: ConvLayer, device, db=None) -> Known | None:
@@ -526,5 +535,5 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
 
 
 __all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "ConvPlan", "ConvResult", "make_layer",
-           "normalize_padding", "route_task", "route_space", "best_trial", "best_in_database", "Known", "DIRECT",
-           "WINOGRAD"]
+           "normalize_padding", "route_task", "route_space", "best_trial", "best_in_database", "winograd_stage_bests",
+           "Known", "DIRECT", "WINOGRAD"]

@@ -71,22 +71,22 @@ def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: in
 
 def winograd_report(db: TuningDB, layer, device: str | None) -> str:
     """For a layer Winograd's F(2x2, 3x3) computes and whose stages are tuned: each stage's best and what the
-    layer runs (the faster program, :func:`liftpy.nn.conv.best_in_database`); else nothing."""
+    layer runs (the faster program, :func:`liftpy.nn.conv.best_in_database`); else nothing. Read from the
+    trials: nothing is lowered."""
     from ..nn import winograd
-    from ..nn.conv import best_in_database
-    from .program import ROUTE
-    from .search import best_in
+    from ..nn.conv import best_in_database, winograd_stage_bests
+    from .search import per_call_ms
 
     if not winograd.applies(layer):
         return ""
-    task = winograd.winograd_task(layer)
-    if any(db.best(stage, device, ROUTE) is None for stage in task.stages()):
+    bests = winograd_stage_bests(db, layer, device)
+    if bests is None:
         return "\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift): not tuned for this layer"
-    tuned = best_in(task, db, device)
-    stages = ", ".join(f"{t.task.stage} {t.time_ms:.3f} ms ({len(t.trials)} trials"
-                       f"{', once per layer' * t.task.hoisted})" for t in tuned.stages)
+    stages = ", ".join(f"{stage.stage} {t.time_ms:.3f} ms ({len(db.trials(stage, device))} trials"
+                       f"{', once per layer' * stage.hoisted})" for stage, t in bests.items())
+    per_call = per_call_ms((stage, t.time_ms) for stage, t in bests.items())
     runs = best_in_database(db, layer, device)
-    return (f"\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift), tuned stage by stage: {tuned.time_ms:.3f} ms "
+    return (f"\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift), tuned stage by stage: {per_call:.3f} ms "
             f"a call ({stages})\nthe layer runs the {runs.algorithm} program ({runs.time_ms:.3f} ms)")
 
 
