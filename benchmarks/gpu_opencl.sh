@@ -15,9 +15,9 @@ OUT=$(realpath -m "${OUT:-gpu-out}"); mkdir -p "$OUT"
 TEST_SECONDS=${1:-240}; TRIALS=${2:-40}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-# liftpy.grammar and liftpy.rewrites are the top-level grammar/ and rewrites/ (setup.cfg's package_dir); without
+# liftpy.grammar and liftpy.catalogue are the top-level grammar/ and rewrites/ (setup.cfg's package_dir); without
 # an install, links stand in for them
-ln -sfn ../rewrites liftpy/rewrites; ln -sfn ../grammar liftpy/grammar
+ln -sfn ../rewrites liftpy/catalogue; ln -sfn ../grammar liftpy/grammar
 if ! grep -qs nvidia /etc/OpenCL/vendors/*.icd; then
     lib=$(ldconfig -p | awk '/libnvidia-opencl.so.1/ {print $NF; exit}')
     [ -n "$lib" ] || lib=$(find / -name 'libnvidia-opencl.so.1' 2>/dev/null | head -1)

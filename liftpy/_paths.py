@@ -1,7 +1,8 @@
 """Where liftpy's data files live: ``grammar/`` and ``rewrites/`` at the top of the source tree.
 
-setup.cfg installs them as the packages ``liftpy.grammar`` and ``liftpy.rewrites``; running from a source
-checkout without installing finds them beside the ``liftpy/`` folder.
+setup.cfg installs them as the packages ``liftpy.grammar`` and ``liftpy.catalogue`` (the rule catalogue keeps
+its folder's name, ``rewrites/``); running from a source checkout without installing finds them beside the
+``liftpy/`` folder.
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+#: each data folder's package
+PACKAGES = {"grammar": "liftpy.grammar", "rewrites": "liftpy.catalogue"}
+
 
 def data_dir(folder: str):
     """The folder ``grammar`` or ``rewrites`` as an importlib Traversable (or a Path in a bare checkout)."""
     try:
-        return resources.files(f"liftpy.{folder}")
+        return resources.files(PACKAGES[folder])
     except ModuleNotFoundError:
         return Path(__file__).resolve().parent.parent / folder
 

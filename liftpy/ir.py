@@ -73,9 +73,6 @@ class Node:
         assert not children
         return self
 
-    def with_meta(self, **meta: Any) -> "Node":
-        return dataclasses.replace(self, **meta)
-
     # -- alpha-equivalence -------------------------------------------------------------------------
     def key(self) -> tuple:
         """A structural key in which variables bound inside this node are numbered in binding order."""

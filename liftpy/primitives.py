@@ -113,15 +113,22 @@ class Primitive:
     #: its value is its input with elements added at the ends of its outer dimension (pad, padClamp): the
     #: dimensions keep their order
     pads: bool = False
+    #: its value pairs its arguments' elements position by position (zip): element i of each argument is
+    #: component j of element i
+    zips: bool = False
+    #: its value groups its one data argument's outer dimension into chunks of its first size parameter (split):
+    #: element i of the argument is element i % m of chunk i / m
+    groups: bool = False
+    #: its value is its one data argument with the two outer dimensions swapped (transpose): element (i, j) of
+    #: the value is element (j, i) of the argument
+    transposes: bool = False
+    #: its value is one component of its tuple argument, the one its static parameter names (get)
+    projects: bool = False
 
     def __init__(self):
         self.slots = _parse_signature(self.signature)
         if self.level == "layout":
             self.is_view = True
-
-    @property
-    def static_slots(self) -> tuple[Slot, ...]:
-        return tuple(s for s in self.slots if s.static)
 
     @property
     def expr_slots(self) -> tuple[Slot, ...]:
@@ -319,6 +326,7 @@ class Zip(Primitive):
     """zip(in1: [T1]_n, ..., ink: [Tk]_n) : [(T1, ..., Tk)]_n"""
 
     name, signature, level = "zip", "in: data*", "layout"
+    zips = True
 
     def infer(self, tc, node, env):
         if len(node.args) < 2:
@@ -350,7 +358,7 @@ class Split(Primitive):
     """split(m, in: [T]_n) : [[T]_m]_(n/m), requires n % m == 0"""
 
     name, signature, level = "split", "m: size, in: data", "layout"
-    rearranges = True
+    rearranges = groups = True
 
     def infer(self, tc, node, env):
         (m,) = node.params
@@ -572,7 +580,7 @@ class Transpose(Primitive):
     """transpose(in: [[T]_n]_m) : [[T]_m]_n"""
 
     name, signature, level = "transpose", "in: data", "layout"
-    rearranges = True
+    rearranges = transposes = True
 
     def infer(self, tc, node, env):
         xs = tc.check(node.args[0], env)
@@ -675,6 +683,7 @@ class Get(Primitive):
     """get(i, in: (T0, ..., Tk)) : Ti -- also written in._(i+1), as the paper's kernelStride._1"""
 
     name, signature, level = "get", "i: dim, in: data", "layout"
+    projects = True
 
     def infer(self, tc, node, env):
         (i,) = node.params

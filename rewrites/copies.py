@@ -1,21 +1,13 @@
-"""Undoing a copy: the strategy ``inline_copies(name)``, the memory/time trade-off of the paper's figure 6.
-
-The hand-written CPU convolutions (``examples/conv_direct.lift``, ``conv_rows.lift``) begin with a kernel that only
-copies the padded input to memory (``val padded = mapGlb(...(toGlobal(id))..., pad2D(...))``); the convolution
-then reads the copy. ``inline_copies`` turns such a copy back into the view it copies, by the rules of
-``copies.rules`` (loops back to maps, no ``toGlobal``) and the simplification group's ``removeMapCopy`` and
-``removeMapId``: the val becomes a view, which the code generator does not make a kernel of (a val is a kernel
-only if its value holds a ``mapGlb`` or ``mapWrg``), and the next kernel reads the input through it, the padding
-becoming a condition at every read (0.0f outside). The program has one kernel and one buffer fewer -- for VGG-16
-layer 2 about a third of its memory -- at the cost of the conditions, and of recomputing the view's indices.
-
-The other direction makes copies:
+"""Copies made on purpose: the strategies ``relayout(input)`` and ``copy_padding()``.
 
 * ``relayout(input)``: an input read from a copy with its outer dimension innermost in memory (the automatic
   route's weights of v kernels, one vector load; a kernel that runs once for constant weights);
 * ``copy_padding()``: the padded input copied by a kernel of its own before the computation, which then reads
   without conditions (the automatic route's ``pad_copy``; the copy runs at every call); ``copy_padding(rotate)``
   holds the copy with its innermost dimension outermost (``pad_copy`` 2).
+
+(The other direction, a copy turned back into the view it copies, is a worked derivation:
+``examples/derivations/copies.py``.)
 """
 
 from __future__ import annotations
@@ -27,81 +19,10 @@ from liftpy.ir import Lambda, Let, Node, Prim, PTuple, PVar, Var, free_vars, wal
 from liftpy.primitives import is_view, primitive_of
 from liftpy.rewrite.match import Names, count_uses, replace_node, substitute
 
-#: the maps a copy's nest may be made of (the lowered ones have a rule in copies.rules taking them back)
 
-def _copy_map(node) -> bool:
-    """A map that copies.rules turns back into ``map`` (there is no rule for mapSeqUnroll)."""
-    prim = primitive_of(node)
-    return prim is not None and prim.is_map and not prim.unrolled
-
-
-
-def _copies_argument(body: Node, x: str) -> bool:
-    """``body`` is ``id(x)`` or ``toGlobal(y -> id(y), x)`` (``toGlobal(id)`` applied to ``x``), or ``x`` itself."""
-    if isinstance(body, Var):
-        return body.name == x
-    if not (isinstance(body, Prim) and len(body.args) >= 1 and isinstance(body.args[-1], Var)
-            and body.args[-1].name == x):
-        return False
-    prim = primitive_of(body)
-    if prim.identity:
-        return len(body.args) == 1
-    if prim.space == "global" and len(body.args) == 2:
-        f = body.args[0]
-        return isinstance(f, Lambda) and isinstance(f.param, PVar) and _copies_argument(f.body, f.param.name)
-    return False
-
-
-def copies_a_view(node: Node) -> bool:
-    """Whether ``node`` only copies a view to memory: a nest of maps (``map``, ``mapGlb``, ``mapWrg``, ``mapLcl``,
-    ``mapSeq``), each over a view (no arithmetic, no copy), whose innermost function is ``toGlobal(id)`` or
-    ``id``."""
-    from liftpy.rewrite.predicates import PREDICATES
-
-    if not (_copy_map(node) and PREDICATES["view"].fn(node.args[-1])):
-        return False
-    f = node.args[-2]
-    if not (isinstance(f, Lambda) and isinstance(f.param, PVar)):
-        return False
-    return _copies_argument(f.body, f.param.name) or copies_a_view(f.body)
-
-
-def at_val(name: str, s):
-    """``s`` on the value of the first val (pre-order) that binds ``name``."""
-    from liftpy.rewrite.strategies import position, topDown, when
-
-    def binds(t) -> bool:
-        return isinstance(t, Let) and isinstance(t.pattern, PVar) and t.pattern.name == name
-
-    return topDown(when(binds, f"val {name}") >> position((0,), s))
-
-
-def steps(name: str = "padded"):
-    """The derivation, as a list of (what, strategy): see :func:`inline_copies`."""
-    from liftpy.rewrite import rules as R
-    from liftpy.rewrite.predicates import PREDICATES
-    from liftpy.rewrite.strategies import normalize, topDown, when
-
-    return [
-        ("a copy of a view", at_val(name, when(copies_a_view, "a copy of a view"))),
-        ("loops back to maps",
-         at_val(name, normalize(R.mapGlbToMap | R.mapWrgToMap | R.mapLclToMap | R.mapSeqToMap))),
-        ("no copy to global memory", at_val(name, normalize(R.removeToGlobal))),  # none if the copy is id
-        # at least one map of the identity goes (the innermost one): the copy itself
-        ("no copy", at_val(name, topDown(R.removeMapCopy | R.removeMapId) >> normalize(R.removeMapCopy | R.removeMapId))),
-        ("a view", at_val(name, when(PREDICATES["view"].fn, "a view"))),
-    ]
-
-
-def inline_copies(name: str = "padded"):
-    """The val ``name`` (a nest of maps whose innermost function is ``toGlobal(id)`` or ``id``, over views) turned
-    back into the view it copies, rule by rule; fails if there is no such val. Applied to the CPU convolution
-    pipelines it removes the padding kernel: the convolution reads the input through the padding view (see
-    the module's docstring)."""
-    from liftpy.rewrite.strategies import Strategy, seq
-
-    s = seq(*(step for _, step in steps(name)))
-    return Strategy(s.fn, "inline_copies" if name == "padded" else f"inline_copies({name})")
+def _has(node: Node, trait: str) -> bool:
+    """Whether ``node`` applies a primitive with ``trait`` (see :class:`liftpy.primitives.Primitive`)."""
+    return getattr(primitive_of(node), trait, False)
 
 
 def _rearranging_step(node: Node) -> bool:
@@ -109,7 +30,7 @@ def _rearranging_step(node: Node) -> bool:
     prim = primitive_of(node)
     if prim is None or not node.args:
         return False
-    return prim.rearranges or prim.name == "map" and _rearranging_function(node.args[0])
+    return prim.rearranges or prim.is_map and prim.is_view and _rearranging_function(node.args[0])
 
 
 def _rearranges(node: Node, x: str) -> bool:
@@ -149,9 +70,9 @@ def element_reads(body: Node, name: str) -> list[tuple[Node, Node]] | None:
         """The levels of an array a map walks (None where no element of ``name`` is in it)."""
         if isinstance(array, Var):
             return levels.get(array.name)
-        if isinstance(array, Prim) and array.name == "split" and len(array.args) == 1:
+        if _has(array, "groups") and len(array.args) == 1:
             return deeper(level(array.args[0]), 1)
-        if isinstance(array, Prim) and array.name == "zip":
+        if _has(array, "zips"):
             return deeper(tuple(level(a) for a in array.args), 0)
         return None
 
@@ -186,7 +107,7 @@ def element_reads(body: Node, name: str) -> list[tuple[Node, Node]] | None:
                 lv = holders[child.name]
                 if lv == 0:
                     elements.append(child)
-                elif not (isinstance(node, Prim) and node.name == "get"):
+                elif not _has(node, "projects"):
                     return False  # a zip's element read whole
                 elif lv[node.params[0]] == 0:
                     elements.append(node)
@@ -225,16 +146,13 @@ def relayout(name: str, function: str | None = None, tile=None):
     With ``tile`` (a size: a block of the outer dimension), the copy is tiled, ``map(transpose) o split(tile)``:
     each block's ``tile`` elements innermost, the blocks one after the other, so that what one work-item's
     block reads over a whole reduction is one contiguous run instead of a run of ``tile`` in every row of
-    the whole dimension (VGG-16's layer 2, blocks of 16 of 64 kernels: each step's 64 bytes 256 bytes apart, a
-    quarter of the first-level cache's sets in use; the hand-written pipelines' grouped weights ran 1.3x
-    faster than this route's same block read from the untiled copy).
+    the whole dimension, which spreads over few of the cache's sets.
 
     Where the program reads every element through one view that only rearranges it (:func:`element_reads`:
     a kernel's weights channels-last, ``join(join(channelsLast(kernelWeights)))``), the copy holds each
     element in that view's order, ``map(V)`` before the flattening, and the reads become the element itself:
-    a reduction then walks the copy in memory order, where the element's own order would make each step jump
-    (VGG-16's layer 19 on Zen 3, its tuned block reading the weights 576 bytes apart at each step: 33.7 ms of
-    kernels, against 26.7 with the same configuration reading them in memory order)."""
+    a reduction then walks the copy in memory order, where the element's own order would make each step jump.
+    (Measurements: ``benchmarks/results/notes-copies.md``.)"""
     from liftpy.rewrite.strategies import Failure, Step, Strategy, Success, names_in
     from liftpy.typecheck import typecheck
     from liftpy.types import array_dims, scalar_of
@@ -318,12 +236,12 @@ def source_dimensions(view: Node, dims: dict[str, tuple[int, ...]]) -> tuple[int
     inner = source_dimensions(view.args[-1], dims)
     if inner is None:
         return None
-    if prim.name == "transpose" and len(inner) >= 2:
+    if prim.transposes and len(inner) >= 2:
         return (inner[1], inner[0]) + inner[2:]
     if prim.pads:
         return inner
     f = view.args[0]
-    if prim.name == "map" and len(inner) >= 2 and isinstance(f, Lambda) and isinstance(f.param, PVar):
+    if prim.is_map and prim.is_view and len(inner) >= 2 and isinstance(f, Lambda) and isinstance(f.param, PVar):
         element = source_dimensions(f.body, {**dims, f.param.name: inner[1:]})
         return None if element is None else (inner[0],) + element
     return None
@@ -368,12 +286,12 @@ def unrotated(array: Node, rank: int, names) -> Node:
 def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
     """The padded input copied to memory by a kernel of its own, which the program then reads instead of the
     padding view: every read of the copy is unconditional, where each read through ``pad`` tests whether it
-    falls in the padding (the paper's convolutions pad with a copy kernel; ``inline_copies`` is the other
-    direction). The padded view reads an input through the maps above it -- an image of the batch, a group of
-    its channels (a zip's component, a split) -- and the copy walks the same maps, so that each map now walks
-    the copy's elements; each binder on the way must be read only on the way to the view. The copy runs at
-    every call (the input changes): one more kernel, and the padded input's memory. Applies to a lowered
-    program (its maps already placed).
+    falls in the padding (the paper's convolutions pad with a copy kernel; ``inline_copies`` of
+    ``examples/derivations/copies.py`` is the other direction). The padded view reads an input through the maps
+    above it -- an image of the batch, a group of its channels (a zip's component, a split) -- and the copy walks
+    the same maps, so that each map now walks the copy's elements; each binder on the way must be read only on
+    the way to the view. The copy runs at every call (the input changes): one more kernel, and the padded
+    input's memory. Applies to a lowered program (its maps already placed).
 
     With ``rotate``, the copy holds the padded view with its innermost dimension outermost in memory, and the
     program reads it through the view that turns it back (:func:`unrotated`): where the padded view reads its
@@ -401,7 +319,7 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
             param, array = node.args[0].param, node.args[-1] if len(node.args) > 1 else None
             if isinstance(param, PVar) and param.name == name:
                 return node, array
-            if isinstance(param, PTuple) and isinstance(array, Prim) and array.name == "zip" \
+            if isinstance(param, PTuple) and _has(array, "zips") \
                     and len(array.args) == len(param.elems):
                 for p, a in zip(param.elems, array.args):
                     if isinstance(p, PVar) and p.name == name:
@@ -460,14 +378,10 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
             return store(e) if depth == 0 else Prim("mapSeq", (), (lam(lambda r: sequential(depth - 1, r)), e))
 
         # the padded view's outer dimensions (two at most) over work-items, its innermost walked sequentially:
-        # a work-item copies rows, whose middle, clear of the padding, is a plain loop (peel_padded_loops).
-        # 64 planes of 114 x 114 on PoCL: 0.05-0.12 ms, against 0.23-0.32 with an element per work-item. Where
+        # a work-item copies rows, whose middle, clear of the padding, is a plain loop (peel_padded_loops). Where
         # the copy's innermost dimension is not its source's, a row would gather its elements planes apart, each
         # its own cache line and, where the planes are a multiple of 4 KiB apart, all in one set of the
-        # first-level cache: there the copy is a tiled transpose (Zen 3, PoCL, channels-last copies of VGG-16's
-        # inputs, tiles of 8 against a pixel's channels per work-item: 64 x 224 x 224 2.4-3.3 ms against
-        # 6.9-11; 128 x 112 x 112 0.8-0.9 against 1.3-2.4; 256 x 56 x 56 0.35 against 0.8; 512 x 28 x 28
-        # 0.21-0.25 against 0.24-0.35)
+        # first-level cache: there the copy is a tiled transpose (benchmarks/results/notes-copies.md)
         source = next(iter(free_vars(view)))
         source_rank = len(array_dims(next(n for n in walk(typed.body) if isinstance(n, Var) and n.name == source)
                                      .type)[0])
@@ -530,6 +444,5 @@ def copy_padding(function: str | None = None, rotate: bool = False, sizes=None):
     return Strategy(apply, "copy_padding(rotate)" if rotate else "copy_padding")
 
 
-#: named strategies with parameters, for ``liftpy rewrite --strategy "inline_copies"`` (the val ``padded``) or
-#: ``--strategy 'relayout("weights")'``
-STRATEGIES = {"inline_copies": inline_copies, "relayout": relayout, "copy_padding": copy_padding}
+#: named strategies with parameters, for ``liftpy rewrite --strategy 'relayout("weights")'``
+STRATEGIES = {"relayout": relayout, "copy_padding": copy_padding}

@@ -132,7 +132,7 @@ def _read_part(pattern, array: Node, read: frozenset[str]):
     is read; None where none of it is."""
     if not read & set(pattern.names()):
         return None
-    if not (isinstance(pattern, PTuple) and isinstance(array, Prim) and array.name == "zip"
+    if not (isinstance(pattern, PTuple) and getattr(primitive_of(array), "zips", False)
             and len(array.args) == len(pattern.elems)):
         return pattern, array
     parts = [_read_part(p, a, read) for p, a in zip(pattern.elems, array.args)]
@@ -155,7 +155,7 @@ def _chunk_sums(size):
             if prim is None or not prim.is_map or not isinstance(node.args[-2], Lambda):
                 continue
             array, f = node.args[-1], node.args[-2]
-            if isinstance(array, Prim) and array.name == "split" and array.params and array.params[0] == size \
+            if getattr(primitive_of(array), "groups", False) and array.params[0] == size \
                     and primitive_of(f.body) is not None and primitive_of(f.body).is_reduction:
                 return node
         return None

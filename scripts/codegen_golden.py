@@ -64,15 +64,16 @@ LOW_LEVEL = [
 
 
 def _strategy(name: str):
+    """A derivation of examples/derivations/ (loaded on demand: the catalogue does not hold their rules)."""
     if name == "inline_copies":
-        from liftpy.rewrites.copies import inline_copies
+        from examples.derivations.copies import inline_copies
 
         return inline_copies("padded")
     if name == "convolution":
-        from liftpy.rewrites.convolution import convolution
+        from examples.derivations.convolution import convolution
 
         return convolution(square=False)
-    from liftpy.rewrites.direct import direct
+    from examples.derivations.direct import direct
 
     return direct()
 

@@ -1,5 +1,5 @@
 """Issue 6: the paper's convolution pipeline derived from its listing 3 by the strategy ``convolution`` of
-``rewrites/convolution.py`` (a composition of named rules of the catalogue).
+``examples/derivations/convolution.py`` (a composition of named rules, the catalogue's and the derivation's own).
 
 The strategy's output type-checks, evaluates to what listing 3 (``examples/conv_layer.lift``) evaluates to for
 several layers and tuning values, compiles into the three kernels of section 4.2 and runs on the default
@@ -16,9 +16,11 @@ import pytest
 
 import liftpy
 from liftpy.ir import Let, Var
-from liftpy.rewrites.convolution import convolution, steps
+from examples.derivations.convolution import convolution, steps
 
 from .reference import conv2d_hwc
+
+pytestmark = pytest.mark.derivations
 
 TUNING = ("θ", "ρh", "ρw", "κ", "σ", "ω", "v")
 
@@ -264,7 +266,9 @@ def test_the_derived_partial_convolution_is_listing_4(derived, examples_dir):
 def test_the_command_line_runs_the_strategy(examples_dir, capsys):
     from liftpy.cli import main
 
-    assert main(["rewrite", str(examples_dir / "conv_layer.lift"), "--strategy", "convolution(?, ?, ?, 2, ?, 4, 2)"]) == 0
+    rule_file = str(examples_dir / "derivations" / "convolution.rules")  # the derivation's rules and strategy
+    assert main(["rewrite", str(examples_dir / "conv_layer.lift"), "--rule-file", rule_file,
+                 "--strategy", "convolution(?, ?, ?, 2, ?, 4, 2)"]) == 0
     out = capsys.readouterr().out
     assert "tileMap2D(θ, θ)" in out and "reduceBlock" in out and "mapWrg(1," in out
     assert out.startswith("// rewritten by: inlineLet")

@@ -1,5 +1,5 @@
 """The direct convolution (the CPU extension of the paper's space that ``examples/conv_direct.lift`` writes by
-hand) derived from listing 3 by the strategy ``direct(σ, κ, v)`` of ``rewrites/direct.py``.
+hand) derived from listing 3 by the strategy ``direct(σ, κ, v)`` of ``examples/derivations/direct.py``.
 
 The strategy's output type-checks, evaluates to what listing 3 evaluates to for several layers and tuning
 values, compiles into a padding kernel, a kernel that copies the weights grouped for vector loads
@@ -15,12 +15,15 @@ import pytest
 
 import liftpy
 from liftpy.ir import Let
-from liftpy.rewrites.direct import direct, steps
+from examples.derivations.direct import direct, steps
 
 from .test_conv_derivation import (LAYERS, all_sizes, assert_matches_reference, layer_inputs, layer_reference,
                                    layer_sizes)
 
+pytestmark = pytest.mark.derivations
+
 LAYER_PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "conv_layer.lift"
+RULE_FILE = str(LAYER_PROGRAM.parent / "derivations" / "direct.rules")  # the derivation's rules and strategy
 TUNING = ("σ", "κ", "v")
 
 
@@ -156,10 +159,10 @@ def test_the_derived_pipeline_runs_on_opencl(layer_program, layer, tuning):
 def test_the_command_line_runs_the_strategy(capsys):
     from liftpy.cli import main
 
-    assert main(["rewrite", str(LAYER_PROGRAM), "--strategy", "direct(4, 8, 4)"]) == 0
+    assert main(["rewrite", str(LAYER_PROGRAM), "--rule-file", RULE_FILE, "--strategy", "direct(4, 8, 4)"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("// rewritten by: inlineLet") and "reduceBlockBias" in out and "vectorAccumulators(4)" in out
     program = liftpy.parse(out)
     assert not program.tuning_params and "asVector(4" in out and "split(8" in out
-    assert main(["rewrite", str(LAYER_PROGRAM), "--strategy", "direct(?, 8)"]) == 0
+    assert main(["rewrite", str(LAYER_PROGRAM), "--rule-file", RULE_FILE, "--strategy", "direct(?, 8)"]) == 0
     assert set(liftpy.parse(capsys.readouterr().out).tuning_params) == {"σ", "v"}

@@ -754,7 +754,7 @@ def test_a_stage_is_made_only_where_fission_computes_nothing_twice():
     """``hoist_stage`` refuses to take a computation out of a map that walks a computed array (fission would
     compute it twice); where the array is an earlier stage's, the new stage follows it. ``split_sum`` leaves a
     sum that is not an addition alone."""
-    from liftpy.rewrites.reduction import split_sum
+    from liftpy.catalogue.reduction import split_sum
 
     computed = liftpy.parse("""def p(xs: [[float]_8]_4) =
         map(row -> reduce(0.0f, (acc, x) -> acc + x, row), map(r -> map(x -> x * 2.0f, r), xs))""")

@@ -183,7 +183,7 @@ def is_identity_function(f: Node) -> bool:
 def only_copies(f: Node) -> bool:
     """A map's function that copies its argument and computes nothing: ``id``, or a sequential map of such
     (the work-items' part of a copy into local memory, ``toLocal(mapLcl(d, mapSeq(id)))``)."""
-    if is_identity_function(f) or (isinstance(f, Prim) and f.name == "id" and not f.args):
+    if is_identity_function(f) or (getattr(primitive_of(f), "identity", False) and not f.args):
         return True
     if not (isinstance(f, Lambda) and isinstance(f.param, PVar)):
         return False

@@ -8,12 +8,12 @@ Strategies on the command line are written as in Python, with Elevate's spelling
 
 ``s1 >> s2`` or ``s1 ; s2`` sequence, ``s1 | s2`` or ``s1 <+ s2`` left choice; combinators ``topDown``,
 ``bottomUp``, ``normalize``, ``repeat``, ``try``, ``all``, ``one``, ``some``, ``position((0, 1), s)``, ``id``,
-``fail``; named strategies ``lower_to_opencl``, ``simplify``, and with parameters ``convolution(θ, ρh, ρw, κ,
-σ, ω, v, unroll)`` (``rewrites/convolution.py``) and ``direct(σ, κ, v)`` (``rewrites/direct.py``; ``?`` or nothing for a
-tuning parameter), ``inline_copies("padded")`` and ``relayout("weights")`` (``rewrites/copies.py``, a val's or an
-input's name quoted); and every rule of the catalogue, with its
-parameters (``tile2D(4, 4)``; ``?`` or nothing for a fresh tuning parameter). The strategy text is read
-with Python's parser and only these names are allowed: nothing is evaluated.
+``fail``; named strategies ``lower_to_opencl``, ``simplify``, and with parameters ``split_sum(ω)``,
+``relayout("weights")`` and ``copy_padding`` (``rewrites/*.py``; an input's name quoted, ``?`` or nothing for a
+tuning parameter); every rule of the catalogue, with its parameters (``tile2D(4, 4)``; ``?`` or nothing for a fresh
+tuning parameter); and the rules of each ``--rule-file`` and the strategies of the module beside it (the
+derivations of ``examples/derivations/``: ``--rule-file examples/derivations/direct.rules`` offers ``direct(σ, κ,
+v)``). The strategy text is read with Python's parser and only these names are allowed: nothing is evaluated.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..cli import nonnegative_int, positive_int
 from ..errors import RewriteError
 from ..ir import Program
 from . import strategies as st
-from .rules import Catalogue, Rule, RuleFamily, catalogue, load_file
+from .rules import Catalogue, Rule, RuleFamily, catalogue
 
 COMBINATORS = {
     "seq": st.seq,
@@ -48,7 +48,7 @@ CONSTANTS = {"id_": st.id_, "fail": st.fail, **st.NAMED}
 def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
     """A strategy from its text (see the module docstring); RewriteError for a mistake."""
     book = book or catalogue()
-    named = st.parametric()
+    named = {**st.parametric(), **book.strategies}
     source = text.replace(";", ">>").replace("<+", "|").replace("?", "None")
     source = re.sub(r"\btry\s*\(", "try_(", source)
     source = re.sub(r"\ball\s*\(", "all_(", source)
@@ -81,7 +81,7 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
                 return book[node.id]
             if node.id in COMBINATORS or node.id == "position":
                 raise RewriteError(f"--strategy: {node.id} needs an argument, as in {node.id}(mapFusion)")
-            raise RewriteError(f"--strategy: unknown name {node.id!r}: not a combinator, a named strategy or a rule")
+            raise _unknown(node.id, book)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
             name = node.func.id
             args = [value(a) for a in node.args]
@@ -113,10 +113,21 @@ def parse_strategy(text: str, book: Catalogue | None = None) -> st.Strategy:
                                    f"quoted name, as relayout(\"weights\")")
             if name in book:
                 return book[name].instance(*args)
-            raise RewriteError(f"--strategy: unknown name {name!r}")
+            raise _unknown(name, book)
         raise RewriteError(f"--strategy: cannot read {ast.unparse(node)!r}: write rules, combinators, >> and |")
 
     return strategy(tree.body)
+
+
+def _unknown(name: str, book: Catalogue) -> RewriteError:
+    """The error for a name that is nothing known: the rule it may be a misspelling of, and where more come from."""
+    try:
+        book[name]
+    except RewriteError as e:  # no rule named ... (did you mean ...?)
+        missing = e.message
+    return RewriteError(f"--strategy: unknown name {name!r}: not a combinator or a named strategy, and {missing}; more "
+                        f"rules and strategies come with --rule-file FILE.rules (the derivations of the paper's "
+                        f"hand-written pipelines: examples/derivations/)")
 
 
 def parse_rule_list(text: str, book: Catalogue | None = None) -> list:
@@ -143,17 +154,6 @@ def parse_rule_list(text: str, book: Catalogue | None = None) -> list:
     return out
 
 
-def _catalogue_with(extra: list[str] | None) -> Catalogue:
-    book = catalogue()
-    if not extra:
-        return book
-    combined = Catalogue(book.values())
-    for path in extra:
-        for family in load_file(path).values():
-            combined.add(family)
-    return combined
-
-
 def _header(program: Program, steps) -> str:
     lines = []
     if steps:
@@ -166,7 +166,7 @@ def _header(program: Program, steps) -> str:
 def cmd_rewrite(args) -> int:
     from .. import load, pretty
 
-    book = _catalogue_with(args.rule_file)
+    book = catalogue(*(args.rule_file or ()))
     strategy = parse_strategy(args.strategy, book)
     program = load(args.file)
     result = strategy(program)
@@ -180,7 +180,7 @@ def cmd_explore(args) -> int:
     from .. import load, pretty
     from .explore import explore
 
-    book = _catalogue_with(args.rule_file)
+    book = catalogue(*(args.rule_file or ()))
     chosen = parse_rule_list(args.rules, book) if args.rules is not None else None
     program = load(args.file)
     variants = explore(program, chosen, args.depth, method=args.method, walks=args.walks, seed=args.seed,
@@ -204,7 +204,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("file")
     p.add_argument("-s", "--strategy", required=True,
                    help='for example "topDown(tile2D(4, 4)) >> lower_to_opencl" (rules, combinators, >> and |)')
-    p.add_argument("--rule-file", action="append", metavar="FILE.rules", help="more rules to use (repeatable)")
+    p.add_argument("--rule-file", action="append", metavar="FILE.rules",
+                   help="more rules to use, and the strategies of the module beside the file (repeatable)")
 
     help_ = "enumerate the programs rewrite rules reach from a .lift file; print each with its rule path"
     p = subparsers.add_parser("explore", help=help_, description=help_)

@@ -564,10 +564,6 @@ def match_type(p: Type, a: Type, b: Bindings) -> Bindings | None:
 
 
 # ------------------------------------------------------------------------------------------------ instantiation
-def size_subs(b: Bindings) -> dict[str, Expr]:
-    return {k: v for k, v in b.items() if is_pattern_name(k) and isinstance(v, Expr)}
-
-
 def instantiate_size(e: Expr, b: Bindings) -> Expr:
     names = size_pattern_names(e)
     if not names:

@@ -77,7 +77,8 @@ def _lanewise(f: Node) -> bool:
     """The expression (or the function's body) is arithmetic on scalars that also means the same lane by lane
     on vectors: variables, their tuple components, literals and scalar operators only (no dot, reduction,
     user function or array)."""
-    from ..ir import Literal, Prim, ScalarOp, walk
+    from ..ir import Literal, ScalarOp, walk
+    from ..primitives import primitive_of
 
-    return all(isinstance(n, (Var, Literal, ScalarOp, Lambda)) or (isinstance(n, Prim) and n.name == "get")
+    return all(isinstance(n, (Var, Literal, ScalarOp, Lambda)) or getattr(primitive_of(n), "projects", False)
                for n in walk(f))

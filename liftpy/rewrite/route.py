@@ -232,7 +232,7 @@ def partial_sums(width: arith.Expr) -> Strategy:
 def split_sum(chunk: arith.Expr, function: str | None = None) -> Strategy:
     """Split the outermost sum into chunks of ``chunk`` elements summed by a stage of their own (see
     ``rewrites/reduction.py``)."""
-    from liftpy.rewrites.reduction import split_sum as split
+    from liftpy.catalogue.reduction import split_sum as split
 
     return split(chunk, function)
 
@@ -530,7 +530,7 @@ class RouteSpace:
                 and (v < 2 or len(b) == 2) and (v < 3 or relaid[b[-1]]) and (g or not m) and not (b and k)]
 
     def _copy_padding(self, rotate: bool = False) -> Strategy:
-        from liftpy.rewrites.copies import copy_padding
+        from liftpy.catalogue.copies import copy_padding
 
         return copy_padding(self.function, rotate, self.sizes)
 
@@ -650,7 +650,7 @@ class RouteSpace:
         """The floats ``letLocal`` stages per work-group in a structure with ``local_memory`` (read off the
         sketch as written, without the padding's copy: they stage the same arrays), None where it stages
         nothing."""
-        from liftpy.rewrites.memory import shared_arrays
+        from liftpy.catalogue.memory import shared_arrays
 
         from ..codegen.memory import scalar_count
 
@@ -694,7 +694,7 @@ class RouteSpace:
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
         if structure.vector == 3:
-            from liftpy.rewrites.copies import relayout
+            from liftpy.catalogue.copies import relayout
 
             outer = structure.blocked[-1]
             for name in self._walked_inputs(outer):  # tiled by the block: each work-item's weights contiguous

@@ -1,4 +1,5 @@
-"""Rewrite rules as data: the rule-file reader, rule application, and the catalogue in ``rewrites/``.
+"""Rewrite rules as data: the rule-file reader, rule application, and the catalogue in ``rewrites/`` (the package
+``liftpy.catalogue``).
 
 A rule file (``*.rules``) holds macros and rules written in the language's own syntax::
 
@@ -28,13 +29,16 @@ commas or further ``where``\\ s:
 * ``name(x, ...)`` -- a predicate from :data:`PREDICATES` (``nontrivial(G)``, ``unplaced(z)``...).
 
 Rules whose replacement needs computation the syntax cannot say are Python functions decorated with
-:func:`python_rule` in a module beside the rule file (``memory.py`` beside ``memory.rules``).
+:func:`python_rule` in a module beside the rule file (``memory.py`` beside ``memory.rules``); the module's
+``STRATEGIES`` dict names the strategies built from its rules (``liftpy rewrite --strategy`` offers them).
 
 Every application is checked: the replacement must not let a variable escape its binder, must type-check
 where it stands, and must have the type of what it replaces (sizes that cannot be compared yet become
 assumptions). A failed check is a failure of that application, never an exception.
 
-The catalogue: ``rules.splitJoin(4)``, ``rules.mapFusion``, ``rules.catalogue()`` (every rule, by group).
+The catalogue: ``rules.splitJoin(4)``, ``rules.mapFusion``, ``rules.catalogue()`` (every rule, by group). More rule
+files are loaded on demand, never by default: ``rules.catalogue("more.rules")`` is the catalogue and their rules
+(the worked derivations of ``examples/derivations/`` load theirs so; ``liftpy rewrite --rule-file`` too).
 """
 
 from __future__ import annotations
@@ -43,10 +47,11 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 from .. import arith
 from ..arith import Expr
@@ -291,8 +296,16 @@ class Catalogue(Mapping[str, RuleFamily]):
     def __init__(self, families: Iterable[RuleFamily] = ()):
         self._rules: dict[str, RuleFamily] = {}
         self.groups: dict[str, list[str]] = {}
+        #: named strategies with parameters, from the ``STRATEGIES`` of the modules beside the rule files
+        self.strategies: dict[str, Callable[..., Strategy]] = {}
         for f in families:
             self.add(f)
+
+    def merge(self, other: "Catalogue") -> None:
+        """Add ``other``'s rules (after this catalogue's, group by group) and strategies."""
+        for family in other.values():
+            self.add(family)
+        self.strategies.update(other.strategies)
 
     def add(self, family: RuleFamily):
         if family.rule_name in self._rules:
@@ -311,6 +324,9 @@ class Catalogue(Mapping[str, RuleFamily]):
             close = difflib.get_close_matches(name, list(self._rules), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise RewriteError(f"no rule named {name}{hint}") from None
+
+    def __contains__(self, name) -> bool:
+        return name in self._rules
 
     def __iter__(self):
         return iter(self._rules)
@@ -351,7 +367,8 @@ def load_text(text: str, filename: str = "<rules>", group: str | None = None) ->
 
 
 def load_file(path: str | Path) -> Catalogue:
-    """Read a rule file, and the Python rules of the module beside it (``x.py`` beside ``x.rules``)."""
+    """Read a rule file, and the Python rules and ``STRATEGIES`` of the module beside it (``x.py`` beside
+    ``x.rules``)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -360,25 +377,52 @@ def load_file(path: str | Path) -> Catalogue:
     catalogue = load_text(text, str(path), path.stem)
     beside = path.with_suffix(".py")
     if beside.exists():
-        for family in _python_rules(beside, path.stem):
+        module = _module(beside)
+        for family in _python_rules(module, beside, path.stem):
             catalogue.add(family)
+        catalogue.strategies.update(getattr(module, "STRATEGIES", {}))
     return catalogue
 
 
-def _python_rules(path: Path, group: str) -> list[PythonRule]:
+def _import(path: Path):
+    """The module of the Python file ``path``: the catalogue's own by its name in ``liftpy.catalogue``; a module
+    imported already (a derivation imported by its package) as it is; a module of a package folder inside a
+    package of its own, so that it may import its neighbours relatively; any other file on its own."""
     from .._paths import data_dir
 
+    folder = path.parent.resolve()
+    if Path(str(data_dir("rewrites"))).resolve() == folder:
+        return importlib.import_module(f"liftpy.catalogue.{path.stem}")
+    resolved = path.resolve()
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == resolved:
+            return module
+    if (folder / "__init__.py").exists():
+        package = f"liftpy_rules_{folder.name}_{abs(hash(str(folder)))}"
+        if package not in sys.modules:
+            spec = importlib.util.spec_from_file_location(package, folder / "__init__.py",
+                                                          submodule_search_locations=[str(folder)])
+            sys.modules[package] = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sys.modules[package])
+        return importlib.import_module(f"{package}.{path.stem}")
+    spec = importlib.util.spec_from_file_location(f"liftpy_rules_{path.stem}_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _module(path: Path):
+    """:func:`_import`, its errors reported where they are."""
     try:
-        if Path(str(data_dir("rewrites"))).resolve() == path.parent.resolve():
-            module = importlib.import_module(f"liftpy.rewrites.{path.stem}")
-        else:
-            spec = importlib.util.spec_from_file_location(f"liftpy_rules_{group}_{abs(hash(str(path)))}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+        return _import(path)
     except SyntaxError as e:
         raise RewriteError(f"Python rules: {e.msg}", Span(str(path), e.lineno or 0, e.offset or 0)) from None
     except Exception as e:  # the module's own error, reported where it is
         raise RewriteError(f"Python rules do not load: {type(e).__name__}: {e}", Span(str(path), 0, 0)) from None
+
+
+def _python_rules(module, path: Path, group: str) -> list[PythonRule]:
     out = []
     for obj in vars(module).values():
         spec = getattr(obj, "__lift_rule__", None)
@@ -393,20 +437,31 @@ def _python_rules(path: Path, group: str) -> list[PythonRule]:
 
 #: the rule files of the catalogue, in the order they are documented
 GROUPS = ("algorithmic", "fusion", "interchange", "reduction", "simplification", "tiling", "vectorisation",
-          "lowering", "memory", "convolution", "direct")
+          "lowering", "memory")
 
 
-@lru_cache(maxsize=1)
-def catalogue() -> Catalogue:
-    """Every rule in ``rewrites/`` (loaded once)."""
+def catalogue(*extra: str | Path) -> Catalogue:
+    """Every rule in ``rewrites/``; with ``extra`` rule files, those files' rules too, after them (each file with
+    the Python rules and strategies of the module beside it). Loaded once for each list of files; the rules of
+    ``rewrites/`` are the same objects in every one. Nothing but ``rewrites/`` is loaded unless asked for: this
+    is how the worked derivations of ``examples/derivations/`` load their rules."""
+    return _catalogue(tuple(str(Path(p).resolve()) for p in extra))
+
+
+@lru_cache(maxsize=None)
+def _catalogue(extra: tuple[str, ...]) -> Catalogue:
     from .._paths import data_dir
 
+    out = Catalogue()
+    if extra:
+        out.merge(_catalogue(()))
+        for path in extra:
+            out.merge(load_file(path))
+        return out
     folder = Path(str(data_dir("rewrites")))
     files = sorted(folder.glob("*.rules"), key=lambda p: (GROUPS.index(p.stem) if p.stem in GROUPS else len(GROUPS), p.stem))
-    out = Catalogue()
     for path in files:
-        for family in load_file(path).values():
-            out.add(family)
+        out.merge(load_file(path))
     return out
 
 

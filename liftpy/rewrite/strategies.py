@@ -518,7 +518,8 @@ def is_prim(*names: str) -> Strategy:
 def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0, local_size=None,
              unit_levels: frozenset[str] = frozenset(), stays_sequential: Callable[[Tree], bool] | None = None) \
         -> Strategy:
-    """The default route to OpenCL for a one-kernel program, as in the paper's listing 1:
+    """The default lowering to OpenCL of a one-kernel program, as in the paper's listing 1 (with no choice but
+    ``unit_levels`` given, the naive lowering: the reference every trial is checked against):
 
     * the outermost ``parallel`` levels of maps that compute become global maps, the outermost
       ``mapGlb(parallel - 1)`` down to ``mapGlb(0)`` (with the default 2: the outermost map that computes becomes
@@ -640,8 +641,8 @@ NAMED = {"lower_to_opencl": lower_to_opencl, "simplify": simplify}
 
 def parametric() -> dict[str, Callable[..., Strategy]]:
     """Named strategies that take parameters, defined beside the rules (``rewrites/*.py``, a module-level
-    ``STRATEGIES`` dict): ``convolution(θ, ρh, ρw, κ, σ, ω, v, unroll)`` of ``rewrites/convolution.py``,
-    ``direct(σ, κ, v)`` of ``rewrites/direct.py``."""
+    ``STRATEGIES`` dict): ``split_sum(ω)`` of ``rewrites/reduction.py``, ``relayout(name)`` and ``copy_padding`` of
+    ``rewrites/copies.py``."""
     import importlib
     from pathlib import Path
 
@@ -651,7 +652,7 @@ def parametric() -> dict[str, Callable[..., Strategy]]:
     for path in sorted(Path(str(data_dir("rewrites"))).glob("*.py")):
         if path.stem.startswith("_"):
             continue
-        module = importlib.import_module(f"liftpy.rewrites.{path.stem}")
+        module = importlib.import_module(f"liftpy.catalogue.{path.stem}")
         out.update(getattr(module, "STRATEGIES", {}))
     return out
 

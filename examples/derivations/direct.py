@@ -10,7 +10,7 @@ from __future__ import annotations
 from liftpy.ir import Lambda, Let, Node, Prim, PTuple, PVar, Var, walk
 from liftpy.rewrite.match import Names, free_vars, replace_node
 from liftpy.rewrite.rules import python_rule
-from liftpy.rewrites.convolution import _size, at_level, in_body, in_stage
+from .convolution import _size, at_level, in_body, in_stage
 
 
 def _first_components_of(view: Node, group: str) -> Node | None:
@@ -74,9 +74,11 @@ def in_main(s):
 
 def steps(sigma=None, kappa=None, v=None):
     """The derivation, as a list of (what, strategy): see :func:`direct`."""
-    from liftpy.rewrite import rules as R
     from liftpy.rewrite.strategies import is_compute_map, normalize, repeat, topDown, when
 
+    from . import catalogue
+
+    R = catalogue()
     σ, κ, v_ = _size(sigma, "σ"), _size(kappa, "κ"), _size(v, "v")
     return [
         ("inline the vals", normalize(R.inlineLet)),
@@ -123,5 +125,6 @@ def direct(sigma=None, kappa=None, v=None):
     return Strategy(s.fn, f"direct({shown})")
 
 
-#: named strategies with parameters, for ``liftpy rewrite --strategy "direct(σ, κ, v)"``
+#: named strategies with parameters, for ``liftpy rewrite --rule-file examples/derivations/direct.rules
+#: --strategy "direct(σ, κ, v)"``
 STRATEGIES = {"direct": direct}

@@ -1,5 +1,5 @@
-"""The convolution's derivation: a rule the rule syntax cannot say (beside ``convolution.rules``), and the
-strategy ``convolution`` that derives the paper's pipeline of kernels from its listing 3."""
+"""The convolution's derivation: a rule the rule syntax cannot say (``bindVal``, beside ``convolution.rules``), and
+the strategy ``convolution`` that derives the paper's pipeline of kernels from its listing 3."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from liftpy.rewrite.match import Names, free_vars, replace_node
 from liftpy.rewrite.rules import python_rule
 
 
-
 def _rolled_loop(node, reductions: bool = False) -> bool:
     """A map (and, with ``reductions``, a reduction) that is not unrolled: what the strategy stages."""
     prim = primitive_of(node)
     return prim is not None and not prim.unrolled and (prim.is_map or reductions and prim.is_reduction)
-
 
 
 def _stage(node: Node) -> bool:
@@ -112,9 +110,11 @@ def in_body(s):
 def steps(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omega=None, v=None, unroll=False,
           theta_w=None, square=True):
     """The derivation, as a list of (what, strategy): see :func:`convolution`."""
-    from liftpy.rewrite import rules as R
     from liftpy.rewrite.strategies import bottomUp, normalize, position, repeat, topDown
 
+    from . import catalogue
+
+    R = catalogue()
     θ, ρh, ρw = _size(theta, "θ"), _size(rho_h, "ρh"), _size(rho_w, "ρw")
     θw = θ if square and theta_w is None else _size(theta_w, "θw")
     κ, σ, ω, v_ = _size(kappa, "κ"), _size(sigma, "σ"), _size(omega, "ω"), _size(v, "v")
@@ -191,5 +191,6 @@ def convolution(theta=None, rho_h=None, rho_w=None, kappa=None, sigma=None, omeg
     return Strategy(s.fn, f"convolution({shown}{', unroll' if unroll else ''})")
 
 
-#: named strategies with parameters, for ``liftpy rewrite --strategy "convolution(...)"``
+#: named strategies with parameters, for ``liftpy rewrite --rule-file examples/derivations/convolution.rules
+#: --strategy "convolution(...)"``
 STRATEGIES = {"convolution": convolution}
