@@ -38,11 +38,13 @@ EMIT = """
 import importlib.util, json, sys
 sys.path.insert(0, sys.argv[1])
 import liftpy
-# the older checkout's rules too (an editable install of this one would otherwise provide liftpy.rewrites)
-spec = importlib.util.spec_from_file_location("liftpy.rewrites", sys.argv[1] + "/rewrites/__init__.py",
-                                              submodule_search_locations=[sys.argv[1] + "/rewrites"])
-sys.modules["liftpy.rewrites"] = module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+# the older checkout's rules too (an editable install of this one would otherwise provide them), under the
+# package name of either age (liftpy.rewrites, then liftpy.catalogue)
+for package in ("liftpy.rewrites", "liftpy.catalogue"):
+    spec = importlib.util.spec_from_file_location(package, sys.argv[1] + "/rewrites/__init__.py",
+                                                  submodule_search_locations=[sys.argv[1] + "/rewrites"])
+    sys.modules[package] = module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
 assert liftpy.__file__.startswith(sys.argv[1]), liftpy.__file__
 import liftpy.nn as nn
 out = []
@@ -89,7 +91,7 @@ def main():
     names = args.layers.split(",")
     best = {}
     for name in names:
-        found = conv.best_trial(database, nn.VGG16[name], device) or conv.best_trial(database, nn.VGG16[name], None)
+        found = database.best(conv.route_task(nn.VGG16[name]), device) or database.best(conv.route_task(nn.VGG16[name]))
         if found is None:
             raise SystemExit(f"{args.db} has no tuned configuration of {name}")
         best[name] = found

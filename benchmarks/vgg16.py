@@ -3,27 +3,21 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
 
     python benchmarks/vgg16.py [--trials 40] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7] [--out FILE]
 
-1. Tuning: each layer's high-level program (``liftpy/nn/conv2d.lift`` at its sizes) through the automatic
-   route, ``--trials`` trials, and as many for Winograd's F(2x2, 3x3) (``liftpy/nn/conv2d_winograd.lift``,
-   stage by stage) where the layer is a 3x3 convolution of stride 1 (resuming what the database holds;
-   ``liftpy.tune``).
-2. The faster becomes an ``nn.Conv2d`` (compiled once, weights uploaded once; its pick from the database, as
-   a user's layer makes it); its first call is checked against the float64 reference.
-3. Rounds: layer by layer, each method rests 0.3 s (``quiesce``), is called for 50 ms (``warm_up``), then
-   liftpy's ``layer(x)`` is called ``--repeat`` times -- its whole call timed, its kernel events summed beside
-   (``layer.last_run``) -- then PyTorch's call and numpy's im2col + GEMM the same way. Each keeps the median
-   of its rounds' medians (the machine's speed drifts; interleaving spreads it). Each round first measures
-   the device's FMA peak (``benchmarks/peak.py``, a quarter of a second); the table reads its GFLOP/s against
-   the fastest (a single measurement after the rounds read 219 GFLOP/s in a noisy phase, 233 in calmer ones).
+1. Tuning: each layer's programs (``liftpy.tune``: the direct one and, for a 3x3 layer of stride 1,
+   Winograd's), ``--trials`` each, resuming what the database holds.
+2. The faster becomes an ``nn.Conv2d``, as a user's layer makes it; its first call is checked against the
+   float64 reference.
+3. Rounds: layer by layer, each method rests (``quiesce``), is warmed up (``warm_up``), then called ``--repeat``
+   times -- liftpy's whole call timed, its kernel events summed beside -- and keeps the median of its rounds'
+   medians: the machine's speed drifts, interleaving spreads it. Each round measures the device's FMA peak
+   (``benchmarks/peak.py``); GFLOP/s are read against the fastest (one measurement alone read low in noisy
+   phases: benchmarks/results/notes-tuning.md).
 
-The hand-written low-level pipelines this table compared the route with were retired after
-``benchmarks/results/vgg16-route-vs-pipelines-c7939f9-zen4.txt`` (the last run with them).
-
-PyTorch runs with as many threads as the machine has cores (printed), on the CPU unless ``--torch-device cuda``
-(the images copied in and the output back in each call). The naive OpenCL kernel (``--naive``)
-and CLBlast's im2col + GEMM (when pyclblast is installed) are timed by their kernel events only, as
-labelled. Every figure is written to ``--out`` with the machine it was measured on (commit, CPU, OpenCL
-platform and driver, PyTorch's version and threads); figures from two machines are not comparable.
+PyTorch runs with as many threads as the machine has cores, on the CPU unless ``--torch-device cuda``. The
+naive OpenCL kernel (``--naive``) and CLBlast's im2col + GEMM (with pyclblast) are timed by their kernel events
+only, as labelled. ``--out`` records every figure with the machine it was measured on; figures from two
+machines are not comparable. The last run beside the retired hand-written pipelines:
+``benchmarks/results/vgg16-route-vs-pipelines-c7939f9-zen4.txt``.
 """
 
 import argparse
@@ -60,9 +54,8 @@ def quiesce(seconds: float = 0.3):
 
 def warm_up(call, seconds: float = 0.05):
     """Call ``call()`` for ``seconds`` (at least once) before a method's calls are timed, the same for every
-    method: after a pause a noisy machine can take tens of milliseconds to run at speed again (after 0.3 s
-    idle, a PoCL convolution's kernel once took about 15 calls, 30 ms, to settle; PyTorch its first call, 12 ms;
-    benchmarks/cold_start.py measures it)."""
+    method: after a pause a machine can take tens of milliseconds to run at speed again
+    (benchmarks/cold_start.py measures it; benchmarks/results/notes-tuning.md)."""
     end = time.perf_counter() + seconds
     call()
     while time.perf_counter() < end:
@@ -169,7 +162,7 @@ def main():
         tried = sum(len(database.trials(stage, device))
                     for _, task in nn.conv.layer_tasks(spec) for stage in task.stages())
         layer = nn.Conv2d(w, b, spec.stride, spec.padding, db=args.db, input_shape=x.shape)
-        assert layer.plans[0].algorithm == known.algorithm
+        assert layer.plans[0].algorithm == known.name
         layer(x)  # the first call is checked against the float64 reference
         assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
         methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding, args.torch_device),

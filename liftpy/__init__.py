@@ -73,9 +73,10 @@ def parameters(program: Program, sizes=None, device=None, **options):
 def tune(subject, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, sizes=None, **options):
     """Auto-tune through the automatic route a program file at ``sizes``, or a convolution layer (a name such as
     "vgg16.7", a ConvLayer, or make_layer's arguments as a dict: liftpy/nn/conv2d.lift at its sizes); returns
-    the best (liftpy.tuning.Tuned: ``.program``, ``.config``, ``.time_ms``, ``.compile()``): see
-    liftpy.tuning.tune_program and tune."""
-    from .tuning import tune as tune_layer, tune_program
+    the best (liftpy.tuning.Best: ``.program``, ``.config``, ``.time_ms``, ``.compile()``): see
+    liftpy.tuning.tune_program and liftpy.nn.tune_layer."""
+    from .nn.conv import tune_layer
+    from .tuning import tune_program
 
     if isinstance(subject, Path) or (isinstance(subject, str) and subject.endswith(".lift")):
         if sizes is None:

@@ -412,15 +412,15 @@ def cmd_tune(args) -> int:
 
 
 def _tune_layer(args, layer) -> int:
-    """A layer tuned through the automatic route: its program (liftpy/nn/conv2d.lift at its sizes) tuned as any
-    program is, the weights and biases constant; liftpy.nn finds the result in the database."""
-    from .tuning.search import fastest
+    """A layer's programs (:func:`liftpy.nn.conv.layer_tasks`) each tuned as any program is; liftpy.nn finds
+    the faster in the database."""
+    from .nn.conv import WINOGRAD, fastest
 
     names = {"direct": "", "winograd": " as Winograd's F(2x2, 3x3)"}
     best = fastest(layer, args.algorithm or "auto", lambda name, task: _tune_task(
         args, task, f"{layer.describe()}{names[name]} through the automatic route"))
     rate = layer.flops / best.time_ms / 1e6
-    algorithm = "Winograd's F(2x2, 3x3)" if best.stages else "the direct program"
+    algorithm = "Winograd's F(2x2, 3x3)" if best.name == WINOGRAD else "the direct program"
     print(f"best through the automatic route: {algorithm}, {best.time_ms:.3f} ms ({rate:.1f} GFLOP/s), "
           f"{best.memory_bytes / 2**20:.1f} MiB, {best.config}")
     return 0
@@ -439,7 +439,7 @@ def _tune_program(args) -> int:
 def _tune_task(args, task, what: str):
     """Tune a program task through the automatic route, everything a user can get wrong -- the device, the
     database -- refused first (before the line announcing the search); the trials counted; the best
-    (liftpy.tuning.Tuned)."""
+    (liftpy.tuning.Best)."""
     from .runtime import get_device
     from .tuning.search import tune_task
 
@@ -455,7 +455,8 @@ def _tune_task(args, task, what: str):
 
 
 def _tuning_db(path, create: bool = False):
-    """The tuning database at ``--db path``; one that does not exist yet is made only when ``create``."""
+    """The tuning database at ``--db path``: opened to write (made if missing, migrated) when ``create``, else
+    only read (an older schema read as it is)."""
     from .tuning.db import TuningDB
 
     if Path(path).is_dir():
@@ -466,36 +467,31 @@ def _tuning_db(path, create: bool = False):
         raise InputError(f"--db {path}: {Path(path).parent} is not a directory")
     with writing("--db", path):  # TuningDB makes the missing directories of a new database
         try:
-            return TuningDB(path)
+            return TuningDB(path, readonly=not create)
         except InputError as e:  # TuningDB's own (not a database, another schema) names the path and why
             raise InputError(f"--db {e.message}") from None
 
 
 def cmd_report(args) -> int:
-
-    from .tuning.report import layer_report, network_report, winograd_report
+    from .nn.report import layer_report, network_report
+    from .tuning.report import task_report
 
     if args.program and args.network:
         raise InputError("--program and --network: report one or the other")
-    subject = _program_task(args, "program") if args.program else None if args.network else _layer_from_args(args)
+    task = _program_task(args, "program") if args.program else None
+    layer = None if args.program or args.network else _layer_from_args(args)
     db = _tuning_db(args.db)
-    layer = None
-    if subject is not None and not args.program:  # a layer: its program's trials (else, in a database written
-        # before the hand-written pipelines were retired, the layer's own)
-        from .nn.conv import route_task
-
-        layer = subject
-        if db.trials(route_task(subject), args.device) or not db.trials(subject, args.device):
-            subject = route_task(subject)
     out_dir = Path(args.output) if args.output else Path(args.db).resolve().parent
     # the figures are the only files a report writes; by default they go beside the database
     with writing(*(("-o", args.output) if args.output else
                    ("--db", args.db, "; choose a directory for the figures with -o"))):
         out_dir.mkdir(parents=True, exist_ok=True)
-        text = network_report(db, args.network, args.device, out_dir) if args.network else \
-            layer_report(db, subject, args.device, out_dir)
-    if layer is not None:
-        text += winograd_report(db, layer, args.device)
+        if args.network:
+            text = network_report(db, args.network, args.device, out_dir)
+        elif layer is not None:
+            text = layer_report(db, layer, args.device, out_dir)
+        else:
+            text = task_report(db, task, args.device, out_dir)
     print(text)
     return 0
 
@@ -514,12 +510,12 @@ def cmd_export(args) -> int:
     if best is None:
         raise InputError(f"{args.db} has no correct trial for {layer.describe()} (tune it with liftpy tune --layer, "
                          f"or its shape's options)")
-    plan = nnconv.plan(layer, best.config, algorithm=best.algorithm)
+    plan = nnconv.plan(layer, best.config, algorithm=best.name)
     notes = Path(args.output) / "README.txt"
     with writing("-o", args.output):
         written = write_program(plan.executable.generated, args.output)
         notes.write_text(nnconv.export_notes(plan, best))
-        if best.algorithm == nnconv.WINOGRAD:  # the transforms are inputs of its kernels
+        if best.name == nnconv.WINOGRAD:  # the transforms are inputs of its kernels
             import numpy as np
 
             from .nn.winograd import transforms
@@ -535,15 +531,14 @@ def cmd_export(args) -> int:
 def _export_program(args, write_program) -> int:
     from .pretty import pretty
     from .runtime import compile as compile_program
-    from .tuning.search import best_in
 
     task = _program_task(args, "program")
     db = _tuning_db(args.db)
-    for stage in task.stages():  # a program tuned stage by stage: each stage's best, joined
-        if not any(t.status == "ok" for t in db.trials(stage, args.device)):
-            raise InputError(f"{args.db} has no correct trial for {stage.describe()} (tune it with liftpy tune "
-                             f"{task.path} --size ...)")
-    best = best_in(task, db, args.device)
+    best = db.best(task, args.device)  # a program tuned stage by stage: its stages' best, joined
+    if best is None:
+        stage = next(s for s in task.stages() if db.best(s, args.device) is None)
+        raise InputError(f"{args.db} has no correct trial for {stage.describe()} (tune it with liftpy tune "
+                         f"{task.path} --size ...)")
     executable = compile_program(best.program, task.size_map, args.device, task.function)
     out = Path(args.output)
     with writing("-o", args.output):

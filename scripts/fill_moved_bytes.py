@@ -40,7 +40,7 @@ def main() -> int:
                 continue
             plan = conv.plan(layer, trial.config, device=device)
             here = getattr(subject, "path", None)  # a program's kernels name its file, where it was tuned
-            sources = {k: s.replace(f"from {here}:", f"from {trial.layer_name}:") if here else s
+            sources = {k: s.replace(f"from {here}:", f"from {trial.label}:") if here else s
                        for k, s in plan.sources.items()}
             if source_hashes(sources) != db.source_hashes(subject, trial.algorithm, trial.config, name):
                 print(f"{layer.name} {trial.algorithm} {trial.config}: its kernels are not the ones measured; "

@@ -94,7 +94,7 @@ def test_a_layer_tuned_through_the_route_is_found_by_conv2d_report_and_export(tm
     database = TuningDB(db)
     best = database.best(nn.route_task(layer))
     database.close()
-    assert best is not None and best.algorithm == "route"
+    assert best is not None and best.trial.algorithm == "route"
     assert nn.plan(layer, db=db).config == nn.route_task(layer).complete(best.config)
     rng = np.random.default_rng(4)
     x, w, b = _arrays(rng, 1, 4, 9, 8, 6, 2, 3, 3)

@@ -8,7 +8,7 @@ from liftpy.ir import Let
 from liftpy.rewrite.route import RouteSpace
 from liftpy.rewrite.stages import join_stages, split_stages
 from liftpy.tuning.program import ProgramTask
-from liftpy.tuning.search import best_in, stage_budgets
+from liftpy.tuning.search import stage_budgets
 from liftpy.tuning.db import TuningDB
 
 # three stages: weights scaled (reads only a constant: run once, when prepared), a padded 3-tap filter, and
@@ -122,5 +122,5 @@ def test_a_staged_program_is_tuned_stage_by_stage_and_its_best_joined(tmp_path):
     np.testing.assert_allclose(prepared.run({"xs": xs}, poison=True).output, _expected(xs, ws),
                                rtol=1e-4, atol=1e-5)
     # each stage's trials are its own in the database; the best found there is the same program
-    again = best_in(task, TuningDB(db))
+    again = TuningDB(db).best(task)
     assert again.program == best.program and again.config == best.config

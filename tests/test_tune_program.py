@@ -1,5 +1,5 @@
 """Tuning any program through the automatic route: liftpy.tune(path, sizes=...), liftpy tune FILE, report and
-export --program; every trial checked against the naive route on inputs of its own, the best result checked
+export --program; every trial checked against the naive lowering on inputs of its own, the best result checked
 here against numpy (tests/reference.py)."""
 
 import json
@@ -52,7 +52,7 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
     configs = [tuple(sorted(t.config.items())) for t in again.trials]
     assert len(configs) == 10 == len(set(configs))
     with sqlite3.connect(db) as conn:
-        keys = {r[0] for r in conn.execute("SELECT layer FROM trials")}
+        keys = {r[0] for r in conn.execute("SELECT task_key FROM trials")}
     assert len(keys) == 1 and keys.pop().startswith("program ")
 
 
@@ -75,7 +75,7 @@ def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_pa
 
 def test_a_wrong_kernel_is_recorded_and_never_chosen(tmp_path):
     """A planted fault (tests/faults.py: the first work-item returns, in half of the configurations) is
-    caught by the comparison with the naive route, on NaN-filled buffers."""
+    caught by the comparison with the naive lowering, on NaN-filled buffers."""
     from .faults import faulty
 
     db = tmp_path / "t.sqlite"
@@ -84,7 +84,7 @@ def test_a_wrong_kernel_is_recorded_and_never_chosen(tmp_path):
     wrong = [t for t in best.trials if faulty(t.config)]
     sound = [t for t in best.trials if not faulty(t.config)]
     assert wrong and sound
-    assert all(t.status == "wrong" and "naive route" in t.cause for t in wrong)
+    assert all(t.status == "wrong" and "naive lowering" in t.cause for t in wrong)
     assert all(t.status == "ok" for t in sound) and not faulty(best.config)
 
 

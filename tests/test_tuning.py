@@ -54,17 +54,17 @@ def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
 def test_planted_faults_are_recorded_as_wrong_and_never_chosen(tmp_path, fault):
     """Kernels that skip outputs, miss the last step of every reduction, or write every output 0.1% too large
     (tests/faults.py: half of the configurations) are caught by the check -- on fresh inputs, in buffers filled
-    with NaN, against the naive route -- and never chosen."""
+    with NaN, against the naive lowering -- and never chosen."""
     db = tmp_path / "t.sqlite"
     trials = liftpy.tune(SMALL, algorithm="direct", trials=10, db=db, seed=3, repeat=1, progress=False,
                          fault=f"tests.faults:{fault}", confirm=2).trials
     wrong = [t for t in trials if faulty(t.config)]
     sound = [t for t in trials if not faulty(t.config)]
     assert wrong and sound, "the trials should hold both faulty and sound configurations"
-    assert all(t.status == "wrong" and "differs from the naive route's" in t.cause for t in wrong)
+    assert all(t.status == "wrong" and "differs from the naive lowering's" in t.cause for t in wrong)
     assert all(t.status == "ok" and t.max_error <= 1 for t in sound)
     best = TuningDB(db).best(nn.route_task(nn.make_layer(**SMALL)))
-    assert not faulty(best.config) and best.status == "ok"
+    assert not faulty(best.config) and best.trial.status == "ok"
 
 
 def test_the_check_tolerance_grows_with_the_reduction_length():
@@ -263,8 +263,8 @@ def test_a_trial_measured_again_outranks_a_faster_one_timed_once(tmp_path, capsy
     db.remeasured(task, "route", steady, "test device",
                   [{"status": "ok", "time_ms": t, "times_ms": [t]} for t in (9.5, 9.1, 9.3)])
     best = db.best(task)
-    assert task.complete(best.config) == task.complete(steady) and best.time_ms == 9.3 and best.measured_again
-    assert nn.conv.best_trial(db, layer, "test device").config == best.config
+    assert task.complete(best.config) == task.complete(steady) and best.time_ms == 9.3 and best.trial.measured_again
+    assert nn.conv.best_in_database(db, layer, "test device").config == best.config
     assert [t.time_ms for t in ranked(db.trials(task))] == [9.3, 8.0]
     db.close()
     assert main(["report", "--db", str(tmp_path / "t.sqlite"), *SMALL_ARGS, "-o", str(tmp_path)]) == 0
@@ -290,7 +290,7 @@ def test_of_trials_the_machine_cannot_tell_apart_the_one_moving_less_data_ranks_
                                                     "moved_bytes": moved})
         db.remeasured(layer, "direct", config, "test device", [{"status": "ok", "time_ms": time_ms}] * 3)
     assert [t.config for t in ranked(db.trials(layer))] == [close, fast, alike, far]
-    assert db.best(layer).config == close and db.best(layer).moved_bytes == 1000
+    assert ranked(db.trials(layer))[0].config == close and ranked(db.trials(layer))[0].moved_bytes == 1000
     db.conn.execute("UPDATE trials SET moved_bytes = NULL WHERE config = ?", (config_key(close),))
     assert [t.config for t in ranked(db.trials(layer))] == [fast, close, alike, far]
     db.close()
@@ -311,12 +311,52 @@ def test_the_lighter_rivals_of_the_fastest_are_those_near_it_moving_fewer_bytes(
     assert lighter_rivals(fastest, trials + [trial(10.1, None)]) == []  # a near one without the figure
 
 
+#: the tables as schema 3 wrote them (the trials' key in ``layer``, their label in ``layer_name``)
+SCHEMA_3 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY,
+    layer TEXT NOT NULL,            -- what was tuned: a layer's shape or a program's key (Subject.key)
+    layer_name TEXT NOT NULL,       -- Subject.label: vgg16.7, a program's file, or ''
+    algorithm TEXT NOT NULL,
+    config TEXT NOT NULL,           -- JSON, keys sorted
+    device TEXT NOT NULL,
+    driver TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    liftpy_version TEXT NOT NULL,
+    status TEXT NOT NULL,           -- ok | wrong | build_error | runtime_error | codegen_error | invalid | timeout | crash
+    cause TEXT NOT NULL,            -- why, for every status but ok
+    time_ms REAL,                   -- median over repeats of the sum of the pipeline's kernel times
+    times_ms TEXT,                  -- JSON: every repeat's total
+    stage_ms TEXT,                  -- JSON: median per kernel
+    memory_bytes INTEGER,           -- global memory the pipeline allocates
+    max_error REAL,                 -- largest error against the float64 reference, in units of the float32
+                                    -- tolerance (liftpy.nn.reference.conv2d_tolerance; schema 1: relative)
+    source_hashes TEXT,             -- JSON: kernel name -> sha256 of its OpenCL source
+    seconds REAL,                   -- wall time of the whole trial (generate, build, run, check)
+    created TEXT NOT NULL,
+    check_seed INTEGER,             -- the seed of the inputs the trial was checked on (tuning.measure)
+    moved_bytes INTEGER,            -- global bytes a call's kernels ask for (codegen.traffic; not in schema 2)
+    UNIQUE (layer, algorithm, config, device)
+);
+CREATE TABLE IF NOT EXISTS baselines (
+    layer TEXT NOT NULL,
+    device TEXT NOT NULL,
+    name TEXT NOT NULL,
+    time_ms REAL NOT NULL,
+    memory_bytes INTEGER,
+    created TEXT NOT NULL,
+    PRIMARY KEY (layer, device, name)
+);
+"""
+
+
 def test_a_database_of_schema_2_opens_with_its_trials_and_gains_the_data_movement_column(tmp_path):
-    from liftpy.tuning.db import SCHEMA_VERSION, _SCHEMA
+    from liftpy.tuning.db import SCHEMA_VERSION
 
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path)
-    conn.executescript(_SCHEMA.replace("    moved_bytes INTEGER,            -- global bytes a call's kernels ask "
+    conn.executescript(SCHEMA_3.replace("    moved_bytes INTEGER,            -- global bytes a call's kernels ask "
                                        "for (codegen.traffic; not in schema 2)\n", ""))
     assert "moved_bytes" not in {r[1] for r in conn.execute("PRAGMA table_info(trials)")}
     conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
@@ -330,6 +370,49 @@ def test_a_database_of_schema_2_opens_with_its_trials_and_gains_the_data_movemen
     assert trial.time_ms == 2.5 and trial.moved_bytes is None
     assert db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     db.close()
+
+
+def test_an_older_database_is_read_as_it_is_and_migrated_when_opened_for_writing(tmp_path):
+    """Schema 3 keyed trials by a column named ``layer`` (any task's key) and ``layer_name``: opened to read, it is
+    read and left byte for byte; opened to write, the columns become ``task_key`` and ``label``, trials kept."""
+    from liftpy.tuning.db import SCHEMA_VERSION
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA_3)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    conn.execute("INSERT INTO trials (layer, layer_name, algorithm, config, device, driver, platform, liftpy_version, "
+                 "status, cause, time_ms, created, moved_bytes) VALUES ('k', 'a.lift', 'route', '{\"x\": 1}', 'd', "
+                 "'1', 'p', '0', 'ok', '', 2.5, 'now', 7)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    db = TuningDB(path, readonly=True)
+    (trial,) = db.trials()
+    assert (trial.task_key, trial.label, trial.config, trial.time_ms, trial.moved_bytes) == ("k", "a.lift", {"x": 1},
+                                                                                            2.5, 7)
+    db.close()
+    assert path.read_bytes() == before
+    db = TuningDB(path)
+    assert db.trials() == [trial]
+    columns = {r[1] for r in db.conn.execute("PRAGMA table_info(trials)")}
+    assert {"task_key", "label"} <= columns and not {"layer", "layer_name"} & columns
+    assert db.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    db.close()
+
+
+def test_the_shipped_databases_are_read_without_being_changed(tmp_path, capsys):
+    """liftpy report opens a database only to read it: the results of benchmarks/results/ (schemas 1 to 3) stay as
+    they were measured."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    for name in ("vgg16.24-paper.sqlite", "vgg16-route-vs-pipelines-e04a4bd-zen4.sqlite",
+                 "vgg16-route-5dd702f-zen4.sqlite"):
+        before = (results / name).read_bytes()
+        assert main(["report", "--db", str(results / name), "--network", "vgg16", "-o", str(tmp_path)]) == 0
+        assert "total" in capsys.readouterr().out
+        assert (results / name).read_bytes() == before
 
 
 def test_pareto_front():

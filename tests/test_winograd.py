@@ -67,7 +67,7 @@ def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest
     database = TuningDB(db)
     known = best_in_database(database, layer, None)
     database.close()
-    assert known.algorithm == WINOGRAD and known.time_ms == tuned.time_ms
+    assert known.name == WINOGRAD and known.time_ms == tuned.time_ms
     x, w, b = _inputs(layer, 2)
     conv = nn.Conv2d(w, b, 1, 1, db=db)
     out = conv(x)  # its first call checked against the float64 reference too
@@ -105,7 +105,7 @@ def test_a_layer_whose_winograd_program_gets_no_correct_trial_keeps_the_direct_p
     database = TuningDB(db)
     u = next(s for s in winograd.winograd_task(layer).stages() if s.stage == "u")
     assert [t.status for t in database.trials(u, None)] == ["wrong", "wrong"]
-    assert best_in_database(database, layer, None).algorithm == DIRECT
+    assert best_in_database(database, layer, None).name == DIRECT
     database.close()
     with pytest.raises(NoCorrectTrial, match="stage u"):
         liftpy.tune(layer, trials=2, db=db, repeat=1, progress=False, confirm=0, fault=fault, algorithm=WINOGRAD)
@@ -121,7 +121,7 @@ def test_without_winograds_stages_the_direct_program_is_known(tmp_path):
     liftpy.tune(task.path, sizes=task.size_map, trials=2, db=db, function=task.function, constants=task.constants,
                 repeat=1, progress=False, confirm=0)
     database = TuningDB(db)
-    assert best_in_database(database, layer, None).algorithm == DIRECT
+    assert best_in_database(database, layer, None).name == DIRECT
     database.close()
 
 

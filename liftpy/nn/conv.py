@@ -1,28 +1,30 @@
 """Convolution layers with PyTorch's ``conv2d`` semantics, compiled by liftpy and run through PyOpenCL.
 
 A layer is the convolution written once at the high level (``liftpy/nn/conv2d.lift``: stride, padding,
-dilation, groups, depthwise included) compiled through the automatic route (:mod:`liftpy.rewrite.route`): no
-low-level program and no strategy is written for it. Its configuration is the tuning database's best for the
-layer and device (``liftpy tune --layer``), else the route's default; the weights are given as PyTorch has them
-(OIHW), and a layout change the chosen program wants is a kernel of the program that reads only the weights, run
-once when a layer is prepared. A 3x3 layer of stride 1 has a second program, Winograd's F(2x2, 3x3)
-(:mod:`liftpy.nn.winograd`), tuned stage by stage: the layer runs the faster the database knows.
-
-A configuration given by the user (the direct program's) is checked against the layer's space first and
-refused with the reason. A plan's first run is checked against a float64 numpy reference.
+dilation, groups, depthwise included) compiled through the automatic route: no low-level program and no
+strategy is written for it. A 3x3 layer of stride 1 has a second program, Winograd's F(2x2, 3x3)
+(:mod:`liftpy.nn.winograd`). Each program is a tuning task (:func:`layer_tasks`); the layer runs the fastest
+the tuning database knows (:func:`best_in_database`, asking :meth:`liftpy.tuning.TuningDB.best`), else the
+direct program's route default. The weights are given as PyTorch has them (OIHW); a layout change the chosen
+program wants is a kernel that reads only the weights, run once when a layer is prepared. A plan's first run
+is checked against a float64 numpy reference.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ConstraintError, InputError, LiftError
+from ..errors import ConstraintError, InputError, LiftError, NoCorrectTrial
 from ..runtime import KernelTimes, TimedByKernels
+from ..tuning import Best, ProgramTask, TuningDB, default_db_path, tune_task
 from . import winograd
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_error, im2col_bytes
@@ -33,11 +35,9 @@ from .winograd import winograd_task
 DIRECT, WINOGRAD, AUTO = "direct", "winograd", "auto"
 
 
-def route_task(layer: ConvLayer):
+def route_task(layer: ConvLayer) -> ProgramTask:
     """The layer as a program to tune: conv2d.lift's ``conv2d`` at the layer's sizes, its weights and biases
     constant (a layer without a bias computes with zeros: one tuning serves both)."""
-    from ..tuning.program import ProgramTask
-
     path = str(resources.files("liftpy.nn").joinpath("conv2d.lift"))
     sizes = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,
                  groups=layer.groups, kernelHeight=layer.kernel_height, kernelWidth=layer.kernel_width,
@@ -45,7 +45,7 @@ def route_task(layer: ConvLayer):
     return ProgramTask(path, tuple(sorted(sizes.items())), "conv2d", ("weights", "biases"))
 
 
-def layer_tasks(layer: ConvLayer, algorithm: str = AUTO) -> list[tuple[str, object]]:
+def layer_tasks(layer: ConvLayer, algorithm: str = AUTO) -> list[tuple[str, ProgramTask]]:
     """The layer's programs to tune, each with its algorithm's name: with AUTO the direct program
     (:func:`route_task`), then Winograd's where it applies; with DIRECT or WINOGRAD that one (Winograd's refused
     where it does not apply)."""
@@ -251,73 +251,61 @@ class BoundConv:
 _PLANS: dict[tuple, ConvPlan] = {}
 
 
-def best_trial(database, layer: ConvLayer, device: str | None):
-    """The best correct trial in ``database`` (:meth:`TuningDB.best`) of this layer's program
-    (:func:`route_task`) through the automatic route, on the device named (any, without one); None if none."""
-    from ..tuning.program import ROUTE
-
-    return database.best(route_task(layer), device, ROUTE)
-
-
-@dataclass(frozen=True)
-class Known:
-    """The fastest program the tuning database knows for a layer: its algorithm, configuration (Winograd's: one
-    per stage), time (the median of its kernel events in the tuner; Winograd's: its stages run on every call,
-    :func:`~liftpy.tuning.search.per_call_ms`) and the global memory it allocates beside its inputs."""
-
-    algorithm: str
-    config: dict
-    time_ms: float
-    device: str
-    memory_bytes: int = 0
+def best_in_database(database: TuningDB, layer: ConvLayer, device: str | None) -> Best | None:
+    """The fastest best the database holds among the layer's programs (:func:`layer_tasks`), its algorithm in
+    ``name``; None if it has none. Read from the trials: nothing is lowered."""
+    found = [dataclasses.replace(best, name=algorithm) for algorithm, task in layer_tasks(layer)
+             if (best := database.best(task, device)) is not None]
+    return min(found, key=lambda best: best.time_ms, default=None)
 
 
-def best_in_database(database, layer: ConvLayer, device: str | None) -> Known | None:
-    """The faster of the direct program's best trial and, where the layer is one F(2x2, 3x3) computes,
-    Winograd's stages' best (every stage tuned); None if the database has neither. Read from the trials alone:
-    nothing is lowered."""
-    from ..tuning.search import per_call_ms
-
-    known = []
-    direct = best_trial(database, layer, device)
-    if direct is not None:
-        known.append(Known(DIRECT, dict(direct.config), direct.time_ms, direct.device, direct.memory_bytes or 0))
-    bests = winograd_stage_bests(database, layer, device)
-    if bests is not None:
-        trials = list(bests.values())
-        known.append(Known(WINOGRAD, {stage.stage: dict(t.config) for stage, t in bests.items()},
-                           per_call_ms((stage, t.time_ms) for stage, t in bests.items()), trials[0].device,
-                           sum(t.memory_bytes or 0 for t in trials)))
-    return min(known, key=lambda k: k.time_ms, default=None)
-
-
-def winograd_stage_bests(database, layer: ConvLayer, device: str | None) -> dict | None:
-    """Each of Winograd's stages (a ProgramTask) with its best correct trial, where the layer is one F(2x2, 3x3)
-    computes and every stage is tuned; else None. Read from the trials: nothing is lowered."""
-    from ..tuning.program import ROUTE
-
-    if not winograd.applies(layer):
-        return None
-    bests = {stage: database.best(stage, device, ROUTE) for stage in winograd_task(layer).stages()}
-    return bests if all(bests.values()) else None
-
-
-def best_known(layer: ConvLayer, device, db=None) -> Known | None:
+def best_known(layer: ConvLayer, device, db=None) -> Best | None:
     """:func:`best_in_database` on a live device, in the tuning database at ``db`` (default: the user's), if it
-    exists."""
-    from pathlib import Path
-
+    exists; the database is only read."""
     from ..runtime import device_info
-    from ..tuning.db import TuningDB, default_db_path
 
     path = db or default_db_path()
     if not path or not Path(path).exists():
         return None
-    database = TuningDB(path)
+    database = TuningDB(path, readonly=True)
     try:
         return best_in_database(database, layer, device_info(device).name)
     finally:
         database.close()
+
+
+# ------------------------------------------------------------------------------------------------ tuning
+def resolve_layer(layer_or_shapes) -> ConvLayer:
+    """A layer from a name (``"vgg16.7"``), a ConvLayer, or a dict of make_layer's arguments."""
+    if isinstance(layer_or_shapes, ConvLayer):
+        return layer_or_shapes
+    if isinstance(layer_or_shapes, str):
+        return named_layer(layer_or_shapes)
+    return make_layer(**layer_or_shapes)
+
+
+def tune_layer(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0,
+               algorithm: str = AUTO, **options) -> Best:
+    """Tune a layer (:func:`resolve_layer`'s argument): each of its programs (:func:`layer_tasks`; ``algorithm``
+    AUTO for all, DIRECT or WINOGRAD for one) tuned by :func:`liftpy.tuning.tune_task` with ``trials`` and
+    ``options``. Returns the faster; :class:`Conv2d` and :func:`conv2d` then find it in the database."""
+    return fastest(resolve_layer(layer_or_shapes), algorithm,
+                   lambda name, task: tune_task(task, trials, db, device, seed, **options))
+
+
+def fastest(layer: ConvLayer, algorithm: str, tune_one: Callable[[str, ProgramTask], Best]) -> Best:
+    """The fastest of the layer's programs, each tuned by ``tune_one(algorithm, task)``, its algorithm in
+    ``name``. With AUTO, a program after the direct one (which computes every layer) that gets no correct
+    trial is left out, the reason said on stderr: the layer runs the others."""
+    tuned = []
+    for index, (name, task) in enumerate(layer_tasks(layer, algorithm)):
+        try:
+            tuned.append(dataclasses.replace(tune_one(name, task), name=name))
+        except NoCorrectTrial as e:
+            if algorithm != AUTO or index == 0:
+                raise
+            print(f"note: {name} left out: {e.message}", file=sys.stderr)
+    return min(tuned, key=lambda t: t.time_ms)
 
 
 def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, algorithm: str = DIRECT) -> ConvPlan:
@@ -338,7 +326,7 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
     if config is None:
         known = best_known(layer, dev, db)
         if known is not None:
-            algorithm, config = known.algorithm, known.config
+            algorithm, config = known.name, known.config
     if algorithm == DIRECT:
         config = route_space(layer, dev).default() if config is None else route_task(layer).complete(config)
     chosen = config_key(config) if algorithm == DIRECT else tuple((s, config_key(c)) for s, c in sorted(config.items()))
@@ -384,10 +372,10 @@ def _route_plan(layer: ConvLayer, config: dict[str, int], device) -> ConvPlan:
     return ConvPlan(layer, config, compile_program(lowered, task.size_map, device, task.function))
 
 
-def export_notes(plan: ConvPlan, trial=None) -> str:
+def export_notes(plan: ConvPlan, best: Best | None = None) -> str:
     """What a user of exported kernels needs to know: the inputs' layouts and the configuration."""
     L = plan.layer
-    timing = f"measured: {trial.time_ms:.3f} ms on {trial.device}\n" if trial is not None else ""
+    timing = f"measured: {best.time_ms:.3f} ms on {best.device}\n" if best is not None else ""
     program = "conv2d_winograd.lift (Winograd's F(2x2, 3x3))" if plan.algorithm == WINOGRAD else "conv2d.lift"
     transforms = "".join(f" --input {name}={name}.npy" for name in winograd.transforms()) \
         if plan.algorithm == WINOGRAD else ""
@@ -535,5 +523,5 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
 
 
 __all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "ConvPlan", "ConvResult", "make_layer",
-           "normalize_padding", "route_task", "route_space", "best_trial", "best_in_database", "winograd_stage_bests",
-           "Known", "DIRECT", "WINOGRAD"]
+           "normalize_padding", "route_task", "route_space", "layer_tasks", "best_in_database", "best_known",
+           "resolve_layer", "tune_layer", "fastest", "DIRECT", "WINOGRAD", "AUTO"]

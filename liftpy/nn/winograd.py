@@ -15,6 +15,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..tuning.program import ProgramTask
 from .layers import ConvLayer
 
 #: Lavin's F(2, 3): B^T (the input tile's transform), G (the kernel's), A^T (back to two outputs)
@@ -44,10 +45,8 @@ def program_padding(layer: ConvLayer) -> tuple[tuple[int, int, int, int], tuple[
     return (top, bottom + crop[0], left, right + crop[1]), crop
 
 
-def winograd_task(layer: ConvLayer):
+def winograd_task(layer: ConvLayer) -> ProgramTask:
     """The layer as conv2d_winograd.lift's program to tune: its weights, biases and transforms constant."""
-    from ..tuning.program import ProgramTask
-
     path = str(resources.files("liftpy.nn").joinpath("conv2d_winograd.lift"))
     pad_size, crop = program_padding(layer)
     sizes = dict(N=layer.batch, C=layer.channels, H=layer.height, W=layer.width, K=layer.kernels,

@@ -1,7 +1,9 @@
-"""The tuning database: one SQLite file, a row per trial, written as each trial finishes.
+"""The tuning database: one SQLite file, a row per trial, written as each trial finishes; and a task's best.
 
 Nothing is lost on a crash or Ctrl-C: every trial is committed on its own. The schema is versioned
-(``meta.schema_version``); a database of another version is refused rather than misread.
+(``meta.schema_version``): an older database is migrated when it is opened for writing and read as it is when
+opened to read (``readonly``: the results shipped in ``benchmarks/results/`` stay as they were measured); a newer
+one is refused rather than misread.
 """
 
 from __future__ import annotations
@@ -10,26 +12,36 @@ import json
 import sqlite3
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from ..errors import InputError
+from .program import ROUTE
 
-SCHEMA_VERSION = 3
-#: what each older schema lacks, added in place when such a database is opened (no trial is lost)
+if TYPE_CHECKING:
+    from .program import ProgramTask
+
+SCHEMA_VERSION = 4
+#: what each older schema lacks, changed in place when such a database is opened for writing (no trial is lost)
 _MIGRATIONS = {
     1: ["ALTER TABLE trials ADD COLUMN check_seed INTEGER"],
     2: ["ALTER TABLE trials ADD COLUMN moved_bytes INTEGER"],
+    # the column held any task's key, not only a layer's
+    3: ["ALTER TABLE trials RENAME COLUMN layer TO task_key", "ALTER TABLE trials RENAME COLUMN layer_name TO label"],
 }
+#: the trials' columns by their names before schema 4, for reading an older database as it is
+_OLD_NAMES = {"task_key": "layer", "label": "layer_name"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
     id INTEGER PRIMARY KEY,
-    layer TEXT NOT NULL,            -- what was tuned: a layer's shape or a program's key (Subject.key)
-    layer_name TEXT NOT NULL,       -- Subject.label: vgg16.7, a program's file, or ''
-    algorithm TEXT NOT NULL,
+    task_key TEXT NOT NULL,         -- what was tuned (Subject.key): a program's key; a layer's shape before the
+                                    -- hand-written pipelines were retired (schema 3 and older: column layer)
+    label TEXT NOT NULL,            -- Subject.label: a program's file, vgg16.7, or '' (before 4: layer_name)
+    algorithm TEXT NOT NULL,        -- how it was lowered: ROUTE, or a retired pipeline's name
     config TEXT NOT NULL,           -- JSON, keys sorted
     device TEXT NOT NULL,
     driver TEXT NOT NULL,
@@ -48,10 +60,10 @@ CREATE TABLE IF NOT EXISTS trials (
     created TEXT NOT NULL,
     check_seed INTEGER,             -- the seed of the inputs the trial was checked on (tuning.measure)
     moved_bytes INTEGER,            -- global bytes a call's kernels ask for (codegen.traffic; not in schema 2)
-    UNIQUE (layer, algorithm, config, device)
+    UNIQUE (task_key, algorithm, config, device)
 );
 CREATE TABLE IF NOT EXISTS baselines (
-    layer TEXT NOT NULL,
+    layer TEXT NOT NULL,            -- ConvLayer.key: a baseline is a layer's (liftpy.nn)
     device TEXT NOT NULL,
     name TEXT NOT NULL,
     time_ms REAL NOT NULL,
@@ -63,10 +75,9 @@ CREATE TABLE IF NOT EXISTS baselines (
 
 
 class Subject(Protocol):
-    """What the tuner tunes: a program at given sizes (:class:`liftpy.tuning.program.ProgramTask`; a
-    convolution layer is its program's). ``key`` is its identity in the database (a program's structure and
-    sizes; in databases written before the hand-written pipelines were retired, also a layer's shape:
-    :class:`liftpy.nn.layers.ConvLayer`), ``label`` a readable name kept beside it."""
+    """What the database keys trials by: a :class:`~liftpy.tuning.program.ProgramTask` (in databases written
+    before the hand-written pipelines were retired, also a layer). ``key`` is its identity (a program's
+    structure and sizes), ``label`` a readable name kept beside it."""
 
     @property
     def key(self) -> str: ...
@@ -88,8 +99,10 @@ def config_key(config: dict) -> str:
 
 @dataclass(frozen=True)
 class Trial:
-    layer: str
-    layer_name: str
+    """One measured configuration, as the database holds it (see the schema's comments)."""
+
+    task_key: str
+    label: str
     algorithm: str
     config: dict
     device: str
@@ -114,27 +127,23 @@ MEASURED_AGAIN = "measured again"
 
 
 #: the resolution of a search's figures: measured-again trials whose times are within this share of the
-#: fastest's are not told apart (the three passes of the nine VGG-16 layers' fastest route trials differed by
-#: 6%: the median of their ranges, e04a4bd, Zen 4), nor are data movements within it
+#: fastest's are not told apart, nor are data movements within it (6%: the median spread of the nine VGG-16
+#: layers' three passes, e04a4bd, Zen 4; benchmarks/results/notes-tuning.md)
 TIED = 0.06
 
 
 def ranked_by_time(trials: Iterable[Trial]) -> list[Trial]:
-    """The correct trials, those measured again in turns with their rivals first, each by time. A first median
-    alone can come from a fast spell of the machine: VGG-16 layer 10's fastest trial timed once (8.46 ms,
-    6df01bd, Zen 4) ran 11.7 ms in nn.Conv2d's calls where the fastest measured again (8.47) ran 10.3."""
+    """The correct trials, those measured again in turns with their rivals first, each by time: a first median
+    alone can come from a fast spell of the machine."""
     return sorted(iter_ok(trials), key=lambda t: (not t.measured_again, t.time_ms))
 
 
 def ranked(trials: Iterable[Trial]) -> list[Trial]:
     """The correct trials, best first: :func:`ranked_by_time`, except that measured-again trials within
     :data:`TIED` of the fastest's time whose kernels move fewer global bytes by more than :data:`TIED`
-    (:mod:`liftpy.codegen.traffic`) go before it, fewest bytes first. By time alone where one of those lacks
-    the figure (measured before schema 3).
-
-    Of kernels the machine cannot tell apart, the one asking more of the shared caches pays more when other
-    tenants use them: VGG-16 layer 19's fastest trial measured again (16.34 ms, 2210 MiB moved per call) ran
-    19.6 ms in calls minutes later where the next one (17.27 ms, 698 MiB) ran 16.8 (e04a4bd, Zen 4)."""
+    (:mod:`liftpy.codegen.traffic`) go before it, fewest bytes first (by time alone where one lacks the
+    figure). Of kernels the machine cannot tell apart, the one asking less of the shared caches holds up better
+    beside other tenants (benchmarks/results/notes-tuning.md)."""
     by_time = ranked_by_time(trials)
     if not by_time or not by_time[0].measured_again:
         return by_time
@@ -153,36 +162,135 @@ def lighter_rivals(fastest: Trial, trials: Iterable[Trial]) -> list[Trial]:
                   key=lambda t: (t.moved_bytes, t.time_ms))
 
 
+@dataclass(frozen=True)
+class Best:
+    """A task's best: its best correct trial (:func:`ranked`), or for a task tuned stage by stage each stage's
+    best, joined. What the tuner returns and :meth:`TuningDB.best` answers.
+
+    ``config``: the route's choices (a staged task's: each stage's, by the stage's name); ``time_ms``: the
+    trial's median kernel time (a staged task's: :func:`per_call_ms`); ``trials``: every trial of the task (of
+    its stages) on the device; ``name``: what a caller choosing among several tasks called this one (liftpy.nn:
+    the layer's algorithm), else ''. The low-level program is lowered when first asked for, in ``space`` (by
+    default the task's on the default device)."""
+
+    task: "ProgramTask"
+    config: dict
+    time_ms: float
+    trials: tuple[Trial, ...]
+    stages: tuple["Best", ...] = ()
+    name: str = ""
+    space: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def trial(self) -> Trial:
+        """The trial that measured the best configuration; a staged task has one per stage (``stages``)."""
+        if self.stages:
+            raise InputError(f"{self.task.describe()} was tuned stage by stage: each stage has its best trial")
+        key = config_key(self.config)
+        return next(t for t in self.trials if t.status == "ok" and config_key(t.config) == key)
+
+    @property
+    def device(self) -> str:
+        """The device the best was measured on."""
+        return self.stages[0].device if self.stages else self.trial.device
+
+    @property
+    def memory_bytes(self) -> int:
+        """The global memory the program allocates beside its inputs (a staged task's: its stages')."""
+        if self.stages:
+            return sum(stage.memory_bytes for stage in self.stages)
+        return self.trial.memory_bytes or 0
+
+    @cached_property
+    def program(self):
+        """The low-level program the best stands for (a staged task's: its stages' joined)."""
+        if self.stages:
+            from ..rewrite.stages import join_stages
+
+            lowered = {stage.task.stage: stage.program for stage in self.stages}
+            return join_stages(self.task.load(), self.task.function, lowered)
+        return (self.space or self.task.space()).lower(self.config)
+
+    def compile(self, device=None):
+        """The best program compiled for ``device`` (an Executable: ``.run(inputs)``, ``.prepare(constants)``)."""
+        from .. import compile as compile_program
+
+        return compile_program(self.program, self.task.size_map, device, self.task.function)
+
+
+def per_call_ms(stages: Iterable[Best]) -> float:
+    """A staged program's time per call: its stages' times, less those of the stages run once when it is
+    prepared (``hoisted``)."""
+    return sum(stage.time_ms for stage in stages if not stage.task.hoisted)
+
+
+def best_of(task: "ProgramTask", trials: Sequence[Trial], space=None) -> Best | None:
+    """The best correct trial of a one-stage task among ``trials`` (:func:`ranked`); None if none is correct."""
+    ok = ranked(trials)
+    if not ok:
+        return None
+    return Best(task, dict(ok[0].config), ok[0].time_ms, tuple(trials), space=space)
+
+
+def joined(task: "ProgramTask", stages: Sequence[Best]) -> Best:
+    """A staged task's best from its stages' (in the order they run)."""
+    return Best(task, {stage.task.stage: stage.config for stage in stages}, per_call_ms(stages),
+                tuple(trial for stage in stages for trial in stage.trials), tuple(stages))
+
+
 class TuningDB:
-    def __init__(self, path: str | Path):
+    """The database at ``path``: made when missing and migrated to this schema, unless opened ``readonly``
+    (then read as it is, whatever schema it has, and never written)."""
+
+    def __init__(self, path: str | Path, readonly: bool = False):
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
+        self.readonly = readonly
+        if not readonly and self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._refuse_foreign_file()
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=30)
+            self.conn = self._connect()
             tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if tables and "meta" not in tables:  # another program's database: never write into it
                 self.conn.close()
                 raise InputError(f"{self.path}: an SQLite database, but not a liftpy tuning database (its tables: "
                                  f"{', '.join(sorted(tables))}); give another --db")
-            self.conn.executescript(_SCHEMA)
+            if readonly and not tables:  # an empty file: read as an empty database
+                self.conn.close()
+                self.conn = sqlite3.connect(":memory:")
+            if not readonly or not tables:
+                self.conn.executescript(_SCHEMA)
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.DatabaseError as e:
             if "unable to open database file" in str(e):  # sqlite: a path it can neither open nor create (/proc/x)
                 raise InputError(f"{self.path}: cannot open or create it") from None
             raise InputError(f"{self.path}: not a liftpy tuning database ({e})") from None
-        if row is None:
+        version = SCHEMA_VERSION if row is None else int(row[0])
+        if version > SCHEMA_VERSION or (version < SCHEMA_VERSION and version not in _MIGRATIONS):
+            raise InputError(f"{self.path}: tuning database schema {version}, this liftpy reads {SCHEMA_VERSION}")
+        if row is None and not readonly:
             self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self.conn.commit()
-        elif int(row[0]) in _MIGRATIONS:
-            for version in range(int(row[0]), SCHEMA_VERSION):
-                for statement in _MIGRATIONS[version]:
+        elif version < SCHEMA_VERSION and not readonly:
+            for older in range(version, SCHEMA_VERSION):
+                for statement in _MIGRATIONS[older]:
                     self.conn.execute(statement)
             self.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             self.conn.commit()
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise InputError(f"{self.path}: tuning database schema {row[0]}, this liftpy reads {SCHEMA_VERSION}")
+        self._columns = {r[1] for r in self.conn.execute("PRAGMA table_info(trials)")}
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self.readonly:
+            return sqlite3.connect(str(self.path), timeout=30)
+        if not self.path.is_file():
+            raise InputError(f"{self.path}: no such tuning database")
+        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+
+    def _column(self, name: str) -> str:
+        """A trials column as this database names it (an older schema's name, or NULL where it lacks it)."""
+        if name in self._columns:
+            return name
+        return _OLD_NAMES[name] if _OLD_NAMES.get(name) in self._columns else "NULL"
 
     def _refuse_foreign_file(self) -> None:
         """A file that is not an SQLite database is refused before sqlite touches it: sqlite would take a file
@@ -202,7 +310,7 @@ class TuningDB:
         from .. import __version__
 
         self.conn.execute(
-            "INSERT OR REPLACE INTO trials (layer, layer_name, algorithm, config, device, driver, platform, "
+            "INSERT OR REPLACE INTO trials (task_key, label, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
             "seconds, created, check_seed, moved_bytes) VALUES (" + ", ".join("?" * 20) + ")",
             (subject.key, subject.label, algorithm, config_key(config),
@@ -216,14 +324,12 @@ class TuningDB:
 
     def remeasured(self, subject: Subject, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
         """New measurements of a correct trial, taken in rounds, in turns with its rivals: its time becomes the
-        median of the new medians -- measured at the same times as its rivals', where its first median was taken
-        while the machine may have run at another speed -- its runs those of all; a wrong new result makes it
-        wrong. The median, not the slowest: kept the slowest, VGG-16 layer 10's rivals (8.1-8.3 ms in the search)
-        each met the machine's slow spells in one round or two (16.5, 8.4, 9.6 ms), 22 of 24 then ranked below
-        trials never measured again, and an unconfirmed trial won (bbc73e1, Zen 4)."""
-        row = self.conn.execute(
-            "SELECT time_ms, times_ms, cause FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
-            "AND device = ?", (subject.key, algorithm, config_key(config), device)).fetchone()
+        median of the new medians (taken at the same times as its rivals'; the median, not the slowest: one slow
+        spell would sink a trial, benchmarks/results/notes-tuning.md), its runs those of all; a wrong new result
+        makes it wrong."""
+        where = "task_key = ? AND algorithm = ? AND config = ? AND device = ?"
+        trial = (subject.key, algorithm, config_key(config), device)
+        row = self.conn.execute(f"SELECT time_ms, times_ms, cause FROM trials WHERE {where}", trial).fetchone()
         if row is None:
             raise KeyError(f"no trial of {algorithm} {config} to measure again")
         time_ms, times, cause = row[0], json.loads(row[1] or "[]"), row[2] or ""
@@ -237,15 +343,13 @@ class TuningDB:
             times += [t for r in results for t in r.get("times_ms", [])]
             cause = (cause + "; " if cause else "") + f"first median {first:.3f} ms; {MEASURED_AGAIN} in turns with " \
                 f"its rivals, medians " + ", ".join(f"{m:.3f}" for m in medians) + " ms"
-        self.conn.execute(
-            "UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE layer = ? AND algorithm = ? "
-            "AND config = ? AND device = ?",
-            (status, cause, time_ms, json.dumps(times), subject.key, algorithm, config_key(config), device))
+        self.conn.execute(f"UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE {where}",
+                          (status, cause, time_ms, json.dumps(times), *trial))
         self.conn.commit()
 
     def set_moved_bytes(self, subject: Subject, algorithm: str, config: dict, device: str, moved: int) -> None:
         """A trial's data-movement figure, computed after it was measured (``scripts/fill_moved_bytes.py``)."""
-        self.conn.execute("UPDATE trials SET moved_bytes = ? WHERE layer = ? AND algorithm = ? AND config = ? "
+        self.conn.execute("UPDATE trials SET moved_bytes = ? WHERE task_key = ? AND algorithm = ? AND config = ? "
                           "AND device = ?", (moved, subject.key, algorithm, config_key(config), device))
         self.conn.commit()
 
@@ -257,12 +361,13 @@ class TuningDB:
     # -------------------------------------------------------------------------------- reading
     def trials(self, subject: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
-        query, args = "SELECT layer, layer_name, algorithm, config, device, status, cause, time_ms, memory_bytes, " \
-                      "max_error, stage_ms, seconds, check_seed, moved_bytes FROM trials WHERE 1", []
-        for column, value in (("layer", subject.key if subject else None), ("device", device),
+        columns = ("task_key", "label", "algorithm", "config", "device", "status", "cause", "time_ms",
+                   "memory_bytes", "max_error", "stage_ms", "seconds", "check_seed", "moved_bytes")
+        query, args = f"SELECT {', '.join(map(self._column, columns))} FROM trials WHERE 1", []
+        for column, value in (("task_key", subject.key if subject else None), ("device", device),
                               ("status", status), ("algorithm", algorithm)):
             if value is not None:
-                query += f" AND {column} = ?"
+                query += f" AND {self._column(column)} = ?"
                 args.append(value)
         out = []
         for row in self.conn.execute(query + " ORDER BY id", args):
@@ -272,22 +377,25 @@ class TuningDB:
 
     def source_hashes(self, subject: Subject, algorithm: str, config: dict, device: str) -> dict[str, str]:
         """The hashes of the kernel sources a trial ran, as recorded with it (empty if none were)."""
-        row = self.conn.execute("SELECT source_hashes FROM trials WHERE layer = ? AND algorithm = ? AND config = ? "
-                                "AND device = ?", (subject.key, algorithm, config_key(config), device)).fetchone()
+        row = self.conn.execute(f"SELECT source_hashes FROM trials WHERE {self._column('task_key')} = ? AND "
+                                "algorithm = ? AND config = ? AND device = ?",
+                                (subject.key, algorithm, config_key(config), device)).fetchone()
         return json.loads(row[0] or "{}") if row else {}
 
-    def best(self, subject: Subject, device: str | None = None, algorithm: str | None = None) -> Trial | None:
-        """The best correct trial (:func:`ranked`); a wrong result never counts."""
-        ok = ranked(self.trials(subject, device, "ok", algorithm))
-        return ok[0] if ok else None
+    def best(self, task: "ProgramTask", device: str | None = None) -> Best | None:
+        """The task's best on the device named (any device: None) through the automatic route: its best correct
+        trial, or a staged task's stages' best joined; None where a stage (or the task) has no correct trial. A
+        wrong result never counts; nothing is lowered until the program is asked for."""
+        stages = task.stages()
+        if len(stages) > 1:
+            found = [self.best(stage, device) for stage in stages]
+            return None if None in found else joined(task, found)
+        return best_of(task, self.trials(task, device, algorithm=ROUTE))
 
     def baselines(self, subject: Subject, device: str) -> dict[str, tuple[float, int | None]]:
         rows = self.conn.execute("SELECT name, time_ms, memory_bytes FROM baselines WHERE layer = ? AND device = ?",
                                  (subject.key, device))
         return {r[0]: (r[1], r[2]) for r in rows}
-
-    def layers(self) -> list[tuple[str, str]]:
-        return list(self.conn.execute("SELECT DISTINCT layer, layer_name FROM trials ORDER BY id"))
 
 
 def default_db_path() -> Path:

@@ -2,7 +2,7 @@
 
 A trial (:func:`liftpy.tuning.program.run_program_job`) lowers one configuration of the automatic route, builds
 it, runs it once on inputs drawn for that trial (seeded by it, recorded) with its output and intermediate
-buffers filled with NaN, checks that output against the naive route's on the same inputs, then times it
+buffers filled with NaN, checks that output against the naive lowering's on the same inputs, then times it
 (warm-up, then repeats; the median of the summed profiling-event times of all its kernels).
 
 A build failure, a runtime error, a wrong result, a run past the time limit or a crash of the OpenCL runtime
@@ -109,8 +109,8 @@ _HOST_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 @contextlib.contextmanager
 def _single_threaded_host_libraries():
     """The worker's environment: after a multi-threaded BLAS call (the reference check), OpenBLAS's threads
-    spin for a while and took a core from PoCL's, doubling the next kernel times measured (vgg16.12: 34 ms
-    instead of 17). One BLAS thread costs the reference a little time and keeps the timings clean."""
+    spin for a while and take a core from the OpenCL runtime's, doubling the next kernel times measured
+    (benchmarks/results/notes-tuning.md). One BLAS thread costs the reference a little time."""
     saved = {name: os.environ.get(name) for name in _HOST_THREADS}
     os.environ.update({name: "1" for name in _HOST_THREADS})
     try:

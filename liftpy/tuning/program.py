@@ -1,15 +1,13 @@
-"""Tuning any program: the automatic route's space searched and measured, the result in the tuning database.
+"""A tuning task -- a program file at given sizes -- and one trial of it.
 
-A :class:`ProgramTask` is a program file at given sizes; its key in the database is the program's structure
-(its text as the printer writes it, hashed), the sizes and what a configuration means (``ROUTE_VERSION``), so
-that renaming the file or reformatting it keeps its trials. A trial lowers one configuration of
-:class:`liftpy.rewrite.route.RouteSpace`, builds it, runs it once on inputs drawn for the trial with its output
-and intermediate buffers filled with NaN, and compares the output with the *naive* route's
-(``lower_to_opencl``: every reduction a plain sequential loop, no block; its levels of one element
-sequential) run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, since the
-interpreter is too slow at real sizes for some programs (a 512^3 matrix product takes minutes). The naive
-route itself is checked against the interpreter, at reduced sizes, before the search starts
-(:func:`check_reference`).
+A :class:`ProgramTask`'s key in the database is the program's structure (its text as the printer writes it,
+hashed), the sizes and what a configuration means (``ROUTE_VERSION``), so that renaming the file or
+reformatting it keeps its trials. A trial lowers one configuration of the automatic route's space, builds it,
+runs it once on inputs drawn for the trial with its output and intermediate buffers filled with NaN, and
+compares the output with the *naive lowering*'s (:func:`naive_program`: no choice made, every reduction a
+sequential loop) run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, the interpreter
+being too slow at real sizes. The naive lowering is itself checked against the interpreter, at reduced sizes,
+before the search starts (:func:`check_reference`).
 """
 
 from __future__ import annotations
@@ -27,7 +25,8 @@ import numpy as np
 from ..errors import InputError, InternalError, LiftError
 
 
-#: the algorithm column of a program's trials: every choice of the route is in the configuration
+#: the ``algorithm`` of a program's trials in the database: lowered by the automatic route, every choice in the
+#: configuration (older databases also hold the retired hand-written pipelines' names there)
 ROUTE = "route"
 
 
@@ -151,23 +150,22 @@ def _stages(path: str, function: str | None, constants: tuple[str, ...]):
 
 # ------------------------------------------------------------------------------------------------ the reference
 def naive_program(task: ProgramTask):
-    """The program lowered by the naive route (the reference every trial is compared with): its levels of one
-    element at the task's sizes run sequentially, so that two levels that have more run in parallel (given
-    the batch and the group of a one-image, one-group convolution, its naive kernel ran as one work-item, and
-    took 2.6 of a VGG-16 trial's 4 s; 1.3 s with the kernels and rows in parallel on two cores)."""
+    """The naive lowering (the reference every trial is compared with): no choice made, its levels of one
+    element at the task's sizes run sequentially so that two levels that have more run in parallel (a naive
+    kernel run as one work-item took most of a trial's time: benchmarks/results/notes-tuning.md)."""
     from ..rewrite.route import unit_levels
     from ..rewrite.strategies import lowering
 
     program = task.load().only(task.function)
     result = lowering(unit_levels=unit_levels(program, task.size_map, task.function))(program)
     if not result:
-        raise InputError(f"{task.path}: the naive route cannot lower this program ({result.reason})")
+        raise InputError(f"{task.path}: the naive lowering cannot lower this program ({result.reason})")
     return result.program
 
 
 def reduced_sizes(task: ProgramTask, target: int = 6) -> dict[str, object]:
     """The task's sizes, each integer size shrunk towards ``target`` as far as the program still type-checks:
-    where the naive route is checked against the interpreter in seconds."""
+    where the naive lowering is checked against the interpreter in seconds."""
     from ..typecheck import typecheck
 
     program = task.load()
@@ -201,7 +199,7 @@ def close_to(got: np.ndarray, expected: np.ndarray) -> float:
 
 
 def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, object]:
-    """The naive route at reduced sizes against the interpreter; the sizes it was checked at. A difference
+    """The naive lowering at reduced sizes against the interpreter; the sizes it was checked at. A difference
     is a bug in liftpy's code generator (InternalError): no trial may be compared with a wrong reference."""
     from .. import compile as compile_program
     from ..interpreter import evaluate, random_inputs
@@ -213,7 +211,7 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
     got = compile_program(naive_program(task), sizes, device, task.function).run(inputs, poison=True).output
     error = close_to(got, expected)
     if error > 1:
-        raise InternalError(f"the naive route of {task.path} disagrees with the interpreter at {sizes} (largest "
+        raise InternalError(f"the naive lowering of {task.path} disagrees with the interpreter at {sizes} (largest "
                             f"error {error:.3g} times the tolerance): no trial can be checked against it")
     return sizes
 
@@ -221,7 +219,7 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
 # ------------------------------------------------------------------------------------------------ a trial
 @lru_cache(maxsize=4)
 def _worker_state(task: ProgramTask, device):
-    """Per worker process: the task's space and its naive executable (built once)."""
+    """Per worker process: the task's space and its naive lowering's executable (built once)."""
     from .. import compile as compile_program
 
     space = task.space(device)
@@ -281,7 +279,7 @@ def run_program_job(job, device) -> dict:
     except cl.Error as e:
         return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
     memory = sum(b.bytes for b in executable.generated.buffers if b.role != "input")
-    return trial_result(job, start, error, timed_once, result, result.per_kernel_ms, "the naive route's",
+    return trial_result(job, start, error, timed_once, result, result.per_kernel_ms, "the naive lowering's",
                         "the tolerance", memory, hashes, prepared.moved_bytes)
 
 

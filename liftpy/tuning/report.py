@@ -1,6 +1,6 @@
-"""Reports from a tuning database: the best configurations (the paper's table 4), failures by cause, the
-Pareto front of time against memory (figure 6), and a network's layers against the baselines (table 3,
-figure 5). Figures are PNG files made with matplotlib.
+"""Reports from a tuning database on one task: the best configurations (the paper's table 4), failures by cause
+and the Pareto front of time against memory (figure 6), a PNG figure made with matplotlib. A network's layers
+against the baselines: :mod:`liftpy.nn.report`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import hashlib
 from collections import Counter
 from pathlib import Path
 
-from ..nn.layers import NETWORKS
 from .db import TIED, Trial, TuningDB, ranked
 from .program import ROUTE, ProgramTask
 
@@ -25,15 +24,16 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: int = 10) -> str:
-    """The best trials of a subject (a layer, or a program: see :class:`liftpy.tuning.db.Subject`), its
-    failures by cause, and its Pareto figure; for a program, the best low-level program in the language."""
-    trials = db.trials(layer, device)
+def task_report(db: TuningDB, task, device: str | None, out_dir: Path, top: int = 10) -> str:
+    """The best trials of a task (or, in a database from before the pipelines were retired, a layer: see
+    :class:`~liftpy.tuning.db.Subject`), its failures by cause, and its Pareto figure; for a program task, its
+    best low-level program in the language."""
+    trials = db.trials(task, device)
     if not trials:
-        return f"no trials for {layer.describe()} in {db.path}"
+        return f"no trials for {task.describe()} in {db.path}"
     ok = ranked(trials)
-    flops = getattr(layer, "flops", None)
-    lines = [f"{layer.describe()}: {len(trials)} trials, {len(ok)} correct"]
+    flops = getattr(task, "flops", None)
+    lines = [f"{task.describe()}: {len(trials)} trials, {len(ok)} correct"]
     if ok:
         lines.append(f"{'rank':>4} {'time ms':>9} {'timed':>5} {'GFLOP/s':>8} {'MiB':>7} {'moved':>8} "
                      f"{'algorithm':>9}  configuration")
@@ -55,101 +55,28 @@ def layer_report(db: TuningDB, layer, device: str | None, out_dir: Path, top: in
         for status, count in failures.most_common():
             example = next(t for t in trials if t.status == status).cause.splitlines()[0][:120]
             lines.append(f"  {status:14} {count:5}   e.g. {example}")
-    if ok and isinstance(layer, ProgramTask):  # a program: the best low-level program, as the language writes it
+    best = db.best(task, device) if ok and isinstance(task, ProgramTask) else None
+    if best is not None:  # a program: the best low-level program, as the language writes it
         from ..pretty import pretty
-        from .search import best_of
 
-        best = best_of(layer, ok)
         lines.append(f"the best low-level program ({best.time_ms:.3f} ms, {best.config}):")
         lines.append(pretty(best.program).rstrip())
     if ok:
-        path = out_dir / f"pareto-{_file_name(layer)}.png"
-        _pareto_figure(ok, layer, path)
+        path = out_dir / f"pareto-{_file_name(task)}.png"
+        _pareto_figure(ok, task, path)
         lines.append(f"wrote {path}")
     return "\n".join(lines)
 
 
-def winograd_report(db: TuningDB, layer, device: str | None) -> str:
-    """For a layer Winograd's F(2x2, 3x3) computes and whose stages are tuned: each stage's best and what the
-    layer runs (the faster program, :func:`liftpy.nn.conv.best_in_database`); else nothing. Read from the
-    trials: nothing is lowered."""
-    from ..nn import winograd
-    from ..nn.conv import best_in_database, winograd_stage_bests
-    from .search import per_call_ms
-
-    if not winograd.applies(layer):
-        return ""
-    bests = winograd_stage_bests(db, layer, device)
-    if bests is None:
-        return "\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift): not tuned for this layer"
-    stages = ", ".join(f"{stage.stage} {t.time_ms:.3f} ms ({len(db.trials(stage, device))} trials"
-                       f"{', once per layer' * stage.hoisted})" for stage, t in bests.items())
-    per_call = per_call_ms((stage, t.time_ms) for stage, t in bests.items())
-    runs = best_in_database(db, layer, device)
-    return (f"\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift), tuned stage by stage: {per_call:.3f} ms "
-            f"a call ({stages})\nthe layer runs the {runs.algorithm} program ({runs.time_ms:.3f} ms)")
-
-
-def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path) -> str:
-    from ..errors import InputError
-    from ..nn.conv import best_in_database
-
-    if network not in NETWORKS:
-        raise InputError(f"unknown network {network!r} (known: {', '.join(NETWORKS)})")
-    rows = []
-    baseline_names: list[str] = []
-
-    for name, layer in NETWORKS[network].items():
-        best = best_in_database(db, layer, device)  # the faster program the layer runs: direct or Winograd's
-        baselines = db.baselines(layer, best.device if best else device or "")
-        for b in baselines:
-            if b not in baseline_names:
-                baseline_names.append(b)
-        rows.append((name, layer, best, baselines))
-    width = {b: max(14, len(b) + 3) for b in baseline_names}
-    header = f"{'layer':9} {'program':9} {'best ms':>9} {'GFLOP/s':>8} {'MiB':>7}" + "".join(
-        f" {b + ' ms':>{width[b]}} {'x':>6}" for b in baseline_names)
-    lines = [header]
-    total = 0.0
-    totals = {b: 0.0 for b in baseline_names}
-    for name, layer, best, baselines in rows:
-        if best is None:
-            lines.append(f"{name:9} {'(not tuned)':>19}")
-            continue
-        total += best.time_ms
-        line = (f"{name:9} {best.algorithm:9} {best.time_ms:9.3f} {layer.flops / best.time_ms / 1e6:8.1f} "
-                f"{best.memory_bytes / 2**20:7.1f}")
-        for b in baseline_names:
-            if b in baselines:
-                ms = baselines[b][0]
-                totals[b] += ms
-                line += f" {ms:{width[b]}.3f} {ms / best.time_ms:6.2f}"
-            else:
-                line += f" {'-':>{width[b]}} {'':6}"
-        lines.append(line)
-    lines.append(f"{'total':9} {'':9} {total:9.3f}" + " " * 17 + "".join(
-        f" {totals[b]:{width[b]}.3f} {totals[b] / total if total else 0:6.2f}" for b in baseline_names))
-    lines.append("program: the faster the database knows (direct, or Winograd's F(2x2, 3x3) where it applies); "
-                 "best ms: its best configuration's kernel events (tuning database; Winograd's: its stages run on "
-                 "every call); GFLOP/s: the direct sum's count, for both; other columns as recorded "
-                 "(benchmarks/vgg16.py records whole calls, numpy in and numpy out, and '(kernels)' baselines' kernel "
-                 "events); x = column / best")
-    tuned = [(name, layer, best, baselines) for name, layer, best, baselines in rows if best is not None]
-    if tuned:
-        path = out_dir / f"throughput-{network}.png"
-        _throughput_figure(tuned, baseline_names, path)
-        lines.append(f"wrote {path}")
-    return "\n".join(lines)
-
-
-def _file_name(layer) -> str:
-    if isinstance(layer, ProgramTask):  # a program: its file's name and a hash of its key (sizes included:
+def _file_name(subject) -> str:
+    if isinstance(subject, ProgramTask):  # a program: its file's name and a hash of its key (sizes included:
         # every layer of conv2d.lift is the same program, and their figures went to one file)
-        return f"{layer.name}-{hashlib.sha256(layer.key.encode()).hexdigest()[:12]}"
-    return layer.name if "." in layer.name else layer.key.replace(" ", "_").replace(",", "-")
+        return f"{subject.name}-{hashlib.sha256(subject.key.encode()).hexdigest()[:12]}"
+    return subject.name if "." in subject.name else subject.key.replace(" ", "_").replace(",", "-")
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot, drawing to files only."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,8 +105,8 @@ def _group(t: Trial, by_padding: bool) -> str:
     return "blocks " + " x ".join(blocked) if blocked else "no block"
 
 
-def _pareto_figure(ok: list[Trial], layer, path: Path):
-    plt = _pyplot()
+def _pareto_figure(ok: list[Trial], subject, path: Path):
+    plt = pyplot()
     points = [(t.time_ms, (t.memory_bytes or 0) / 2**20) for t in ok]
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
@@ -201,29 +128,7 @@ def _pareto_figure(ok: list[Trial], layer, path: Path):
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("kernel time (ms, log scale)")
     ax.set_ylabel("memory (MiB)")
-    ax.set_title(f"{layer.name}: time against memory")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def _throughput_figure(rows, baseline_names, path: Path):
-    plt = _pyplot()
-    import numpy as np
-
-    names = [r[0] for r in rows]
-    series = {"liftpy (tuning database: kernel events)": [r[1].flops / r[2].time_ms / 1e6 for r in rows]}
-    for b in baseline_names:
-        series[b] = [r[1].flops / r[3][b][0] / 1e6 if b in r[3] else 0.0 for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    width = 0.8 / len(series)
-    x = np.arange(len(names))
-    for i, (label, values) in enumerate(series.items()):
-        ax.bar(x + i * width, values, width, label=label)
-    ax.set_xticks(x + width * (len(series) - 1) / 2, names, rotation=30)
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title("throughput per layer")
+    ax.set_title(f"{subject.name}: time against memory")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)

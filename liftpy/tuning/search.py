@@ -1,5 +1,5 @@
-"""The auto-tuner: measured search over a program's configurations in the automatic route's space (the paper's
-sections 5-6), a convolution layer being its program ``liftpy/nn/conv2d.lift`` at the layer's sizes.
+"""The auto-tuner: measured search over a program task's configurations in the automatic route's space (the
+paper's sections 5-6). It knows tasks, not layers: :mod:`liftpy.nn` makes a layer's tasks and asks here.
 
 The search strategy and the measuring are decoupled: a *sampler* proposes configurations (random trials, then a
 local search around the best -- :class:`LocalSearchSampler`); a model-guided sampler plugs in with the same two
@@ -14,16 +14,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import Iterator, Mapping, Protocol, Sequence
 
 from ..errors import InputError, NoCorrectTrial
-from ..nn.layers import ConvLayer, layer as named_layer
-from .db import Trial, TuningDB, config_key, lighter_rivals, ranked
+from .db import Best, Trial, TuningDB, best_of, config_key, joined, lighter_rivals
 from .measure import Job, Measurer, check_seed
 from .program import ROUTE, ProgramTask
-
-if TYPE_CHECKING:
-    from ..ir import Program
 
 
 class Sampler(Protocol):
@@ -42,9 +38,9 @@ class LocalSearchSampler:
     """Random trials for a share ``explore`` of the budget (``first`` first: a configuration or a list of
     them, as the route's starting points), then a local search: an unmeasured neighbour
     (:meth:`~liftpy.rewrite.route.RouteSpace.neighbours`: one choice changed, or a block's shape) of the
-    fastest correct configuration so far, else of the next fastest, else a random one again. On the route's
-    spaces random search alone found its best late (after 48 to 145 of 150 trials); a block size or a vector
-    width next to a good one is usually good too. For any space with ``sample(n, seed)`` and ``neighbours``."""
+    fastest correct configuration so far, else of the next fastest, else a random one again: random search
+    alone found its best late, and a block size or a vector width next to a good one is usually good too. For
+    any space with ``sample(n, seed)`` and ``neighbours``."""
 
     def __init__(self, algorithm: str, space, trials: int, seed: int = 0, first: dict | list[dict] | None = None,
                  explore: float = 0.4, pool: int = 1000):
@@ -120,17 +116,6 @@ class Progress:
             print(file=sys.stderr)
 
 
-def resolve_layer(layer_or_shapes) -> ConvLayer:
-    """A layer from a name (``"vgg16.7"``), a ConvLayer, or a dict of make_layer's arguments."""
-    from ..nn.conv import make_layer
-
-    if isinstance(layer_or_shapes, ConvLayer):
-        return layer_or_shapes
-    if isinstance(layer_or_shapes, str):
-        return named_layer(layer_or_shapes)
-    return make_layer(**layer_or_shapes)
-
-
 def device_record(device) -> dict:
     from ..runtime import device_info, get_device
 
@@ -159,25 +144,18 @@ def _measured(measurer: Measurer, job: Job, db_path) -> dict:
 #: rounds of measuring the fastest trials again before the search gives its best (each a few trials)
 CONFIRM_PASSES = 3
 #: a starting point whose first median is within this factor of the fastest's is measured again with it: one
-#: median can come from a slow spell (VGG-16 layer 19's rounded 16 x 6 block, a starting point, measured 1.29
-#: times the pick's figure once and never again, and ran 0.88 times its time in interleaved calls; 42b7c1a, Zen 3)
+#: median can come from a slow spell (benchmarks/results/notes-tuning.md, 42b7c1a)
 SECOND_LOOK = 1.35
 
 
 def _measure_best_again(database: TuningDB, measurer: Measurer, task: ProgramTask, device: str, repeat: int,
                         count: int, rounds: int, search_seed: int, db_path, starts: Sequence[Mapping] = ()):
     """The ``count`` fastest correct trials not measured again yet, up to ``count`` of those near the fastest
-    that move fewer bytes (:func:`~.db.lighter_rivals`, which the ranking prefers once measured again), and up
-    to ``count`` of the search's ``starts`` (the space's starting points: what the compiler expects to be good)
-    within SECOND_LOOK of the fastest, measured
-    ``rounds`` more times, taking turns (see TuningDB.remeasured): the machine's speed drifts (other tenants,
-    library threads), and a trial timed while it was fast must not win over one timed while it was slow. A
-    trial measured again may now rank below one that was not: then the fastest of those are measured again in
-    their turn, until the fastest trial is one measured again (at most :data:`CONFIRM_PASSES` passes).
-
-    The lighter ones are measured too because a first median can hide them: VGG-16 layer 17's 16 x 14 block
-    (478 MiB moved per call) ran 8.67 ms in interleaved calls where the route's pick, 16 x 7 (728 MiB), ran
-    8.94, and the search had measured it again only by chance, at 8.1, 12.8 and 13.0 (c7939f9, Zen 4)."""
+    that move fewer bytes (:func:`~.db.lighter_rivals`: a first median can hide them), and up to ``count`` of
+    the search's ``starts`` within SECOND_LOOK of the fastest, measured ``rounds`` more times, taking turns
+    (:meth:`TuningDB.remeasured`): the machine's speed drifts, and a trial timed while it was fast must not win
+    over one timed while it was slow. Repeated until the fastest trial is one measured again (at most
+    :data:`CONFIRM_PASSES` passes)."""
     started = {config_key(task.complete(c)) for c in starts}
     for _ in range(CONFIRM_PASSES):
         ok = sorted((t for t in database.trials(task, device, "ok") if t.algorithm == ROUTE and t.time_ms),
@@ -212,14 +190,12 @@ def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: i
            progress: bool = True, fault: str | None = None, cutoff: float | None = 10.0,
            confirm: int = 4) -> list[Trial]:
     """The measured search behind :func:`tune_task`: the sampler's proposals measured in a worker, each
-    stored as it finishes, resumed from the database; the fastest measured again at the end.
+    stored as it finishes, resumed from the database; the task's trials on the device.
 
     A configuration whose first run is more than ``cutoff`` times slower than the best so far is timed once
     instead of ``repeat`` times (None: never). At the end the ``confirm`` fastest correct trials (and the
-    starting points near them, see :func:`_measure_best_again`) are measured
-    three times more, taking turns, and keep the median of these three medians: on a shared machine speed
-    drifts for seconds at a time (a trial timed during the search in a fast phase measured 16.7 ms, then 50 and
-    66 ms beside its rivals), and the ranking must not follow it."""
+    starting points near them) are measured three times more, taking turns (:func:`_measure_best_again`): on
+    a shared machine speed drifts for seconds at a time, and the ranking must not follow it."""
     dev = device_record(device)
     database = TuningDB(db)
     # resumed: what an earlier run measured is not measured again, and the sampler knows its results (a
@@ -230,7 +206,7 @@ def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: i
         if t.status == "ok":
             sampler.observe(ROUTE, task.complete(t.config), {"status": "ok", "time_ms": t.time_ms})
     todo = max(0, trials - len(measured))
-    known = database.best(task, dev["name"], ROUTE)
+    known = database.best(task, dev["name"])
     bar = Progress(todo, best_ms=known.time_ms if known is not None else None, start=time.perf_counter(),
                    enabled=progress)
     measurer = Measurer(device, timeout)
@@ -259,60 +235,18 @@ def search(task: ProgramTask, sampler: Sampler, trials: int, db, device, seed: i
         database.close()
 
 
-@dataclass(frozen=True)
-class Tuned:
-    """The best correct trial of a program: the low-level program it stands for, its configuration (every
-    choice of the route), its time (median of the kernel events, ms) and every trial of the search. A program
-    tuned stage by stage: its stages' best joined, ``config`` each stage's configuration by its name, the time
-    the sum of the stages that run on every call, ``stages`` each stage's Tuned."""
-
-    task: ProgramTask
-    program: "Program"
-    config: dict
-    time_ms: float
-    trials: tuple[Trial, ...]
-    stages: tuple["Tuned", ...] = ()
-
-    @property
-    def device(self) -> str:
-        """The device the best was measured on."""
-        return self.stages[0].device if self.stages else self.best.device
-
-    @property
-    def memory_bytes(self) -> int:
-        """The global memory the best program allocates beside its inputs (a staged program's: its stages')."""
-        if self.stages:
-            return sum(stage.memory_bytes for stage in self.stages)
-        return self.best.memory_bytes or 0
-
-    @property
-    def best(self) -> Trial:
-        """The trial the best configuration was measured by (its memory, its kernels' times, its cause); a
-        program tuned stage by stage has one per stage (``stages``)."""
-        if self.stages:
-            raise InputError(f"{self.task.describe()} was tuned stage by stage: each stage has its best trial")
-        return next(t for t in self.trials if t.status == "ok" and config_key(t.config) == config_key(self.config))
-
-    def compile(self, device=None):
-        """The best program compiled for ``device`` (an Executable: ``.run(inputs)``, ``.prepare(constants)``)."""
-        from .. import compile as compile_program
-
-        return compile_program(self.program, self.task.size_map, device, self.task.function)
-
-
 def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
               repeat: int = 5, timeout: float = 120.0, progress: bool = True, cutoff: float | None = 10.0,
-              confirm: int = 4, sampler: Sampler | None = None, fault: str | None = None) -> Tuned:
-    """Tune a program task through the automatic route (:mod:`liftpy.rewrite.route`): up to ``trials``
-    configurations of its space in total (the route's starting points first: its default and one of each kind
-    of vectors; those in the database count), each checked against the naive route, itself checked against the
-    interpreter first (see :mod:`liftpy.tuning.program`; a wrong result is recorded and never chosen; a bug in
-    liftpy met while preparing a trial raises :class:`~liftpy.errors.InternalError` with its traceback saved to
-    a file, what was measured before staying in the database). Returns the best.
+              confirm: int = 4, sampler: Sampler | None = None, fault: str | None = None) -> Best:
+    """Tune a program task through the automatic route: up to ``trials`` configurations of its space in total
+    (the route's starting points first; those in the database count), each checked against the naive lowering,
+    itself checked against the interpreter first (:mod:`liftpy.tuning.program`). A wrong result is recorded and
+    never chosen; a bug in liftpy raises :class:`~liftpy.errors.InternalError`, what was measured staying in the
+    database. Returns the best; none correct raises :class:`~liftpy.errors.NoCorrectTrial`.
 
     A function computing several values in turn is tuned stage by stage (:mod:`liftpy.rewrite.stages`), the
     trials shared among its stages (:func:`stage_budgets`); the stages' best are joined and the joined program
-    checked against the naive route of the whole."""
+    checked against the naive lowering of the whole."""
     from .program import check_reference
 
     _check_budget(trials, repeat, confirm, timeout)
@@ -322,7 +256,7 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
             raise InputError(f"{task.describe()} is tuned stage by stage: a sampler searches one stage's space")
         tuned = [tune_task(stage, budget, db, device, seed, repeat, timeout, progress, cutoff, confirm, None, fault)
                  for stage, budget in zip(stages, stage_budgets(stages, trials))]
-        best = joined_stages(task, tuned)
+        best = joined(task, tuned)
         check_joined(best, device, seed)
         return best
     space = task.space(device)
@@ -332,7 +266,12 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
     if sampler is None:
         sampler = LocalSearchSampler(ROUTE, space, trials, seed, first=space.starting_points())
     found = search(task, sampler, trials, db, device, seed, repeat, timeout, progress, fault, cutoff, confirm)
-    return best_of(task, found, space)
+    best = best_of(task, found, space)
+    if best is None:
+        causes = sorted({t.status for t in found})
+        raise NoCorrectTrial(f"no correct trial of {task.describe()} (trials: {len(found)}; "
+                             f"failures: {', '.join(causes) or 'none'})")
+    return best
 
 
 #: trials for a stage that runs once, when the program is prepared (a layer's transformed weights): its speed
@@ -350,23 +289,8 @@ def stage_budgets(stages: Sequence[ProgramTask], trials: int) -> list[int]:
     return [min(trials, HOISTED_TRIALS) if h else max(1, next(shares)) for h in hoisted]
 
 
-def joined_stages(task: ProgramTask, tuned: Sequence[Tuned]) -> Tuned:
-    """The stages' best joined into one program (:func:`liftpy.rewrite.stages.join_stages`)."""
-    from ..rewrite.stages import join_stages
-
-    program = join_stages(task.load(), task.function, {t.task.stage: t.program for t in tuned})
-    time_ms = per_call_ms((t.task, t.time_ms) for t in tuned)
-    trials = tuple(trial for t in tuned for trial in t.trials)
-    return Tuned(task, program, {t.task.stage: t.config for t in tuned}, time_ms, trials, tuple(tuned))
-
-
-def per_call_ms(stage_times: Iterable[tuple[ProgramTask, float]]) -> float:
-    """A staged program's time per call: its stages' (task, time), those run once when it is prepared left out."""
-    return sum(time_ms for stage, time_ms in stage_times if not stage.hoisted)
-
-
-def check_joined(tuned: Tuned, device=None, seed: int = 0) -> None:
-    """The joined program run once against the naive route of the whole program, on inputs of its own: each
+def check_joined(tuned: Best, device=None, seed: int = 0) -> None:
+    """The joined program run once against the naive lowering of the whole program, on inputs of its own: each
     stage was checked alone, and joining them is a rewrite too. A difference is a bug in liftpy."""
     from .. import compile as compile_program
     from ..errors import InternalError
@@ -380,64 +304,13 @@ def check_joined(tuned: Tuned, device=None, seed: int = 0) -> None:
     error = close_to(got.output, expected.output)
     if error > 1:
         raise InternalError(f"the stages of {task.describe()}, each correct alone, are wrong joined (largest error "
-                            f"{error:.3g} times the tolerance against the naive route): {tuned.config}")
+                            f"{error:.3g} times the tolerance against the naive lowering): {tuned.config}")
 
 
 def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str | Path = "tuning.sqlite",
                  device=None, seed: int = 0, function: str | None = None, constants: Sequence[str] = (),
-                 **options) -> Tuned:
+                 **options) -> Best:
     """Tune any program file at ``sizes`` (``function`` of it; ``constants``: its inputs that stay fixed across
     calls) through the automatic route: :func:`tune_task`'s ``options``. Returns the best."""
     task = ProgramTask.make(path, sizes, function, constants)
     return tune_task(task, trials, db, device, seed, **options)
-
-
-def tune(layer_or_shapes, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
-         algorithm: str = "auto", **options) -> Tuned:
-    """Tune a convolution layer (a name such as ``"vgg16.7"``, a ConvLayer, or make_layer's arguments as a
-    dict) through the automatic route (:func:`tune_task`'s ``options``): its program, ``liftpy/nn/conv2d.lift``
-    at its sizes with its weights and biases constant, and where the layer is a 3x3 convolution of stride 1
-    Winograd's (``conv2d_winograd.lift``, :mod:`liftpy.nn.winograd`), ``trials`` each (``algorithm``: "auto"
-    for both, "direct" or "winograd" for one). Returns the faster; ``nn.Conv2d`` and ``nn.conv2d`` then find it
-    in the database."""
-    return fastest(resolve_layer(layer_or_shapes), algorithm,
-                   lambda name, task: tune_task(task, trials, db, device, seed, **options))
-
-
-def fastest(layer: ConvLayer, algorithm: str, tune_one) -> Tuned:
-    """The fastest of the layer's programs (:func:`liftpy.nn.conv.layer_tasks`), each tuned by ``tune_one(name,
-    task)``. With "auto", a program after the first (the direct one, which computes every layer) that gets no
-    correct trial is left out, and the reason said on stderr: the layer runs the others."""
-    from ..nn.conv import AUTO, layer_tasks
-
-    tuned = []
-    for index, (name, task) in enumerate(layer_tasks(layer, algorithm)):
-        try:
-            tuned.append(tune_one(name, task))
-        except NoCorrectTrial as e:
-            if algorithm != AUTO or index == 0:
-                raise
-            print(f"note: {name} left out: {e.message}", file=sys.stderr)
-    return min(tuned, key=lambda t: t.time_ms)
-
-
-def best_in(task: ProgramTask, database: TuningDB, device=None) -> Tuned:
-    """The best the database holds for ``task`` on ``device`` (any device: None); a staged program's stages'
-    best joined."""
-    stages = task.stages()
-    if len(stages) > 1:
-        return joined_stages(task, [best_in(stage, database, device) for stage in stages])
-    return best_of(task, database.trials(task, device))
-
-
-def best_of(task, found: Sequence[Trial], space=None) -> Tuned:
-    """The best correct trial among ``found`` (:func:`~.db.ranked`) as a :class:`Tuned`; none correct is an error
-    naming why."""
-    ok = ranked(found)
-    if not ok:
-        causes = sorted({t.status for t in found})
-        raise NoCorrectTrial(f"no correct trial of {task.describe()} (trials: {len(found)}; "
-                             f"failures: {', '.join(causes) or 'none'})")
-    best = ok[0]
-    space = space or task.space()
-    return Tuned(task, space.lower(best.config), dict(best.config), best.time_ms, tuple(found))
