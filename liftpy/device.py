@@ -1,4 +1,4 @@
-"""One description of an OpenCL device, for every stage that needs one.
+"""One description of an OpenCL device, for every part of the compiler that needs one.
 
 The parameter space bounds configurations by its limits and private-memory budget, the code generator chooses
 launches by them, and the runtime fills one from a live device (``liftpy.runtime.device_info``); a device

@@ -547,7 +547,7 @@ def _device_constraints(body, device: Device) -> list[tuple[str, Constraint]]:
                 "at_least", device.local_mem_size // 4, words,
                 f"{words} floats in local memory: the device has {device.local_mem_size // 4}", placed.node.span,
                 "device")))
-        elif placed.space == "global":  # a stage's result (a padded copy, a split sum's chunks' sums): one buffer
+        elif placed.space == "global":  # a kernel's result (a padded copy, a split sum's chunks' sums): one buffer
             out.append(("device.max_allocation", Constraint(
                 "at_least", device.max_mem_alloc_size // 4, words,
                 f"{words} floats in one buffer: the device allocates at most {device.max_mem_alloc_size // 4}",

@@ -153,11 +153,10 @@ def build(source: str, device, name: str = "program"):
 
 # ------------------------------------------------------------------------------------------------ running
 class KernelTimes:
-    """A run's kernels' times, read from their profiling events when first asked for: read inside the call,
-    after its wait (on caches the kernels had just filled with their data), they cost PoCL calls of VGG-16
-    layers 0, 2, 10 and 24 0.01-0.08 ms each beyond their kernels (medians of three alternated processes: layer
-    10 0.39 against 0.31 ms). It holds the events, not the run's output, so that a caller keeping the times
-    (a layer's ``last_run``) does not keep an output from being reused."""
+    """A run's kernels' times, read from their profiling events when first asked for, not inside the call
+    (there, on caches the kernels had just filled, reading them cost VGG-16 layers 0.01-0.08 ms a call on PoCL).
+    It holds the events, not the run's output, so that a caller keeping the times (a layer's ``last_run``) does
+    not keep an output from being reused."""
 
     def __init__(self, kernels: tuple[tuple[str, str], ...], runs: list[list]):
         self._kernels = kernels  # (name, what it computes) per kernel, in launch order
@@ -205,7 +204,7 @@ class TimedByKernels:
 
     @property
     def stage_ms(self) -> dict[str, float]:
-        """Each kernel's time by the stage (the buffer) it computes."""
+        """Each kernel's time by the buffer it computes (``stage`` in the name is an older word for a kernel)."""
         return self.times.per_result_ms
 
 
@@ -217,9 +216,8 @@ class RunResult(TimedByKernels):
 
 def shares_host_memory(device) -> bool:
     """Whether the device computes in the host's memory (a CPU): then buffers are made over the caller's numpy
-    arrays (``USE_HOST_PTR``) and read back by mapping, instead of copied in and out. On PoCL this saved 4.4 ms
-    of vgg16.2's 26 ms call and 1.35 ms of vgg16.0's 3.0 ms, nothing measurable on small planes
-    (benchmarks/results/zero-copy.txt)."""
+    arrays (``USE_HOST_PTR``) and read back by mapping, instead of copied in and out (on PoCL 4.4 ms of
+    vgg16.2's 26 ms call: ``benchmarks/results/zero-copy.txt``)."""
     return bool(device.type & _cl().device_type.CPU)
 
 
@@ -245,9 +243,8 @@ def _poison(dtype: str):
 
 class _ReturnedOutput:
     """An output array a call returned, with the device buffer made over it (zero-copy), kept so that a later
-    call can reuse both once the caller holds no reference to the array or to a view of it: allocating 0.8 MB
-    and a buffer over it cost 20-40 us of a 0.5 ms call on PoCL, and a buffer PoCL has seen costs less to
-    launch with."""
+    call can reuse both once the caller holds no reference to the array or to a view of it: a new array and
+    buffer cost a small call several percent on PoCL, and a buffer PoCL has seen costs less to launch with."""
 
     def __init__(self, array: np.ndarray):
         self.array = array
@@ -295,7 +292,7 @@ def _maps_own_memory(queue, buffer, host: np.ndarray, blocking: bool) -> bool:
 def _check_work_groups(kernels, device) -> None:
     """Each kernel's work-groups within what the device allows that kernel, which only the built kernel tells
     (its registers and local memory lower the device's maximum): NVIDIA's OpenCL allows 1024 work-items a group
-    but refused a pipeline's groups of 928 at launch (``OUT_OF_RESOURCES``). The configuration is then out of
+    but refused a kernel's groups of 928 at launch (``OUT_OF_RESOURCES``). The configuration is then out of
     this device's space, as a constraint would have ruled it."""
     cl = _cl()
     for plan, kernel in kernels:
@@ -368,9 +365,8 @@ class PreparedProgram:
     def _set_fixed_args(self) -> list[tuple[tuple[int, str], ...]]:
         """Each kernel's arguments that are the same at every call (constants, temporaries, buffers kept), set
         once here; returned per kernel: the (position, name) of those a call sets (the inputs and scalars
-        it gives; with zero-copy, the buffers over its arrays and the output's). With every argument set at
-        every call and the inputs' checks and the medians done in full, a call of two trivial kernels on
-        PoCL spent 33-45 us beyond enqueueing them and waiting; 14-26 us now (interleaved runs)."""
+        it gives; with zero-copy, the buffers over its arrays and the output's): a call then sets only those
+        (about 20 us less per call on PoCL: ``benchmarks/results/notes-compiler.md``)."""
         varying = []
         for plan, kernel in self.kernels:
             mine = []
@@ -398,8 +394,8 @@ class PreparedProgram:
     def _input_buffer(self, name: str, host: np.ndarray):
         """A zero-copy buffer over the input ``host``: the one made at an earlier call for the same array where
         the device reads the array's own memory -- what the caller wrote into it since is what the kernels
-        read -- else a new one. A new buffer's first launch cost 23 us more on PoCL (52 against 29 us for a
-        trivial kernel). The array last given is kept alive for it, one per input."""
+        read -- else a new one, whose first launch costs more on PoCL. The array last given is kept alive for it,
+        one per input."""
         cl = _cl()
         seen = self._inputs_seen.get(name)
         if seen is not None and seen.array is host:
@@ -513,17 +509,16 @@ class PreparedProgram:
                         f"{plan.launch.local_size} failed: {e}"
                     ) from None
             # the last iteration's kernels are waited for by the blocking read of the output below (the queue
-            # runs in order): one round trip to the driver less per call, 0.08 ms on PoCL
+            # runs in order): one round trip to the driver less per call
             if iteration < warmup + repeat - 1:
                 self._wait(events, g.function)
             if iteration >= warmup:
                 runs.append(events)
         # the one wait of the call: a blocking map or read completes after every kernel before it. The unmap is
         # left queued: a map for reading writes nothing back, and the in-order queue runs it before the next
-        # call's commands (a finish here cost a second round trip, 0.1-0.2 ms on PoCL). Where the device shares
-        # the host's memory and an earlier map gave the output's own memory, the kernels write there and waiting
-        # for them is enough
-        # (a trivial kernel's call on PoCL: the map's round trip 49-58 us, the kernel's event 29 us)
+        # call's commands (a finish here would cost a second round trip). Where the device shares the host's
+        # memory and an earlier map gave the output's own memory, the kernels write there and waiting for them
+        # is enough
         try:
             if self.zero_copy and not returned.device_memory:
                 own = _maps_own_memory(self.queue, returned.buffer, output, blocking=True)

@@ -147,7 +147,7 @@ class Checker:
         return t
 
     def require(self, c: Constraint, node: Node, message: Callable[[], str] | None = None):
-        """Decide a constraint now if the sizes allow; otherwise record it for the parameter stage."""
+        """Decide a constraint now if the sizes allow; otherwise record it for the parameter space."""
         verdict = c.decide()
         if verdict is True:
             return

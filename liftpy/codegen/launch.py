@@ -73,10 +73,10 @@ def parallel_maps(expr: Node) -> list[ParallelMap]:
 
 def extents(kernel: Kernel) -> dict[str, dict[int, int]]:
     """The longest parallel loop of each level and dimension of a kernel in kernel IR. A local loop that only
-    stages a value in local memory (the first loop of a local Produce) counts only in a dimension no other
-    local loop has (a loop of :func:`stages`): the group's work-items are those of the loops that compute,
-    and walk a longer copy in strides (a convolution's weights staged by a group of 8 pixels need not make
-    it a group of 576)."""
+    copies a value into local memory (the first loop of a local Produce, a loop of :func:`stages`) counts only
+    in a dimension no other local loop has: the group's work-items are those of the loops that compute, and
+    walk a longer copy in strides (a convolution's weights copied by a group of 8 pixels need not make it a
+    group of 576)."""
     table: dict[str, dict[int, int]] = {"work-group": {}, "local": {}, "global": {}}
     staging: dict[int, int] = {}
 
@@ -100,10 +100,6 @@ class Launch:
 
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None
-
-    @property
-    def work_items(self) -> int:
-        return math.prod(self.global_size)
 
     def threads(self, parallel: str, dim: int) -> int:
         """How many work-items ("global", "local") or work-groups ("work-group") run along ``dim``."""
@@ -153,9 +149,8 @@ def cpu_work_groups(global_size: tuple[int, ...], limits: Device, per_unit: int 
     """Local sizes for a mapGlb kernel on a CPU, where the code does not depend on them.
 
     A CPU driver runs each work-group on one thread, so what matters is enough groups to keep every core busy
-    to the end: at least ``per_unit`` per compute unit, a multiple of the units where possible. PoCL's own
-    choice for VGG-16 layer 19's direct convolution (global 7 x 28 x 8) was 7 groups of 1 x 28 x 8 for 2
-    cores: 4 rounds of work where 3.5 would do; 16 groups of 7 x 14 x 1 ran the kernel 14% faster. Groups
+    to the end: at least ``per_unit`` per compute unit, a multiple of the units where possible (PoCL's own
+    choice left a core idle for half a round on VGG-16 layer 19: ``benchmarks/results/notes-compiler.md``). Groups
     are grown from dimension 0 outwards and stop at the first dimension not taken whole, so a group's work-items
     are neighbours in the innermost dimensions (there, the pixels sharing one group of weights). A group's
     private memory (``private_bytes`` per work-item) stays within :data:`CPU_GROUP_PRIVATE_BYTES`."""

@@ -1,6 +1,6 @@
 """Lowering: one kernel's typed, size-specialised, low-level expression to kernel IR (:mod:`.kir`).
 
-The first pass of the code generator's route (:func:`liftpy.codegen.passes.compile_kernel`). Code is lowered in
+The first of the kernel IR passes (:func:`liftpy.codegen.passes.compile_kernel`). Code is lowered in
 destination-passing style: ``emit(node, dest)`` adds the statements writing the value of ``node`` into
 ``dest``; ``value(node)`` gives a :class:`~liftpy.codegen.views.View` to read it. Layout primitives only build
 views (reading) or destination transforms (writing); computing primitives become loops and stores; a computed

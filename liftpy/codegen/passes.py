@@ -1,4 +1,4 @@
-"""The code generator's route for one kernel, as named passes over the kernel IR (:mod:`.kir`).
+"""The code generator's passes for one kernel, named, over the kernel IR (:mod:`.kir`).
 
 :func:`compile_kernel` reads as the list of passes. Each pass is a function from a :class:`~.kir.Kernel` to
 a new one (the IR is frozen); its docstring says what it guarantees to the passes after it. The last pass,
@@ -35,7 +35,7 @@ class CompiledKernel:
 def compile_kernel(name: str, expr: Node, output: Memory, env: dict[str, View], ctx: KernelContext,
                    device: Device, buffers: dict[str, Memory], scalars: list[tuple[str, str]],
                    header: str) -> CompiledKernel:
-    """One kernel of a program, from its expression to OpenCL C: the code generator's route."""
+    """One kernel of a program, from its expression to OpenCL C: the kernel IR passes, in order."""
     kernel = lower(name, expr, output, env, ctx)
     kernel = inline_single_steps(kernel)
     kernel = place_memory(kernel, device)
@@ -52,10 +52,9 @@ def compile_kernel(name: str, expr: Node, output: Memory, env: dict[str, View], 
 
 # ------------------------------------------------------------------------------------------------ loops
 def inline_single_steps(kernel: kir.Kernel) -> kir.Kernel:
-    """A sequential loop of one step is its body, its variable the constant it takes. A convolution's batch of
-    one image and its one group wrapped VGG-16 layer 2's whole kernel in two such loops (with the work-item's
-    ids inside them), where the hand-written pipeline it equals has none; the passes after see the body where
-    the loop was."""
+    """A sequential loop of one step is its body, its variable the constant it takes, so that the passes after
+    see the body where the loop was (a convolution's batch of one image and its one group wrap its whole kernel
+    in two such loops)."""
 
     def go(body: tuple) -> tuple:
         return _inline_steps(tuple(kir.map_bodies(s, go) for s in body))
@@ -66,8 +65,8 @@ def inline_single_steps(kernel: kir.Kernel) -> kir.Kernel:
 def _inline_steps(body: tuple) -> tuple:
     """``body`` with each sequential loop of one step replaced by its steps, the variable the constant it takes,
     where what the steps declare clashes with nothing else declared in the scope they land in: C refuses a name
-    declared twice in one scope (a depthwise convolution's pixel loop peeled at both ends declared its
-    accumulators twice, and 15 of 200 trials failed to build)."""
+    declared twice in one scope (a depthwise convolution's pixel loop peeled at both ends once declared its
+    accumulators twice)."""
     out: list = []
     for i, s in enumerate(body):
         if isinstance(s, kir.SeqFor) and s.extent == 1 \
@@ -122,8 +121,8 @@ def insert_barriers(kernel: kir.Kernel) -> kir.Kernel:
     """Barriers where the work-items of a group share memory: after a value computed at work-group level
     into local (or global) memory, which the group's work-items read next; and at the end of each step of a
     sequential loop run by the whole group whose step has a barrier, since the next step overwrites what this
-    one shared (a loop above the mapWrg too: a matrix product's rows, each staged in turn, had a race without it,
-    and PoCL never finished a depthwise kernel).
+    one shared (a loop above the mapWrg too: without it a matrix product's rows, each copied to local memory in
+    turn, raced, and a depthwise kernel never finished on PoCL).
     Only where every work-item of a group reaches them: at work-group level (inside mapWrg, outside mapLcl) or
     above it."""
 
@@ -174,9 +173,9 @@ def _sequential_worth_versioning(s: kir.Stmt) -> bool:
     """A sequential loop is versioned too where its body loops (over a block's blocks, whose edges touch the
     padding; over a window's rows of taps around its channels): the test is then paid once per step of it,
     not at every read of the loops inside. The pass runs after split_sequential_loops, so that the loops of a
-    window split from one reduction are versioned each: a dilated 3 x 3 convolution on PoCL whose edge
-    work-items tested every tap's reads took 1.47 ms, 1.32 ms with only the taps that reach the padding
-    testing. A loop still indexed by divisions is left alone: its variable is not affine in the indices."""
+    window split from one reduction are versioned each: then only the taps that reach the padding test (a
+    dilated convolution 10% faster: ``benchmarks/results/notes-compiler.md``). A loop still indexed by divisions
+    is left alone: its variable is not affine in the indices."""
     return isinstance(s, kir.SeqFor) and any(isinstance(t, kir.SeqFor) for t in kir.walk(s.body)) \
         and not index_divisors(s.var, s.extent, s.body)
 
@@ -290,9 +289,8 @@ def peel_padded_loops(kernel: kir.Kernel) -> kir.Kernel:
     (index-set splitting): ``for i in [0, lo)``, ``for i in [lo, hi]``, ``for i in (hi, n)``, the same steps
     in the same order. In the middle loop the padding conditions that depend on ``i`` are gone and its reads
     are plain loads the C compiler vectorises; at the edges, the conditions that cannot hold give way to the
-    padding's value. A padded copy by rows on PoCL (64 planes of 114 x 114, a row per work-item): 0.11 ms
-    peeled, 0.58 ms with the conditions in the loop. (A loop with loops inside is versioned per step by
-    :func:`version_padded_reads`.)"""
+    padding's value (a padded copy by rows five times faster: ``benchmarks/results/notes-compiler.md``). A loop
+    with loops inside is versioned per step by :func:`version_padded_reads`."""
 
     def go(body: tuple) -> tuple:
         out: list = []
@@ -334,10 +332,9 @@ def _peeled(loop: kir.SeqFor) -> tuple:
 def order_unrolled_stores(kernel: kir.Kernel) -> kir.Kernel:
     """An unrolled block of stores only (nested blocks included) writes in the order of its addresses where the
     stores commute: one memory, offsets apart by distinct constants, values that read nothing the block writes.
-    A block of accumulators kept as vectors along the kernels is written back vector by vector, lane by lane:
-    each step 50176 floats (a plane) from the last, where the neighbouring pixels are 4 bytes apart. VGG-16
-    layer 2's 16 x 7 block spent 20.0 ms in its kernel written so, 17.2 in address order (PoCL, interleaved
-    kernel events; the hand-written pipeline, which writes in that order, 17.0)."""
+    A block of accumulators kept as vectors along the kernels is otherwise written back vector by vector, lane
+    by lane, each store a plane (50176 floats) from the last where the neighbouring pixels are 4 bytes apart:
+    VGG-16 layer 2's kernel 16% slower (``benchmarks/results/notes-compiler.md``)."""
 
     def go(body: tuple) -> tuple:
         out: list = []
@@ -400,8 +397,8 @@ def print_opencl(kernel: kir.Kernel, buffers: dict[str, Memory], scalars: list[t
     """The kernel as a standalone OpenCL C source, and its arguments in order: the buffers it reads (in the
     order of ``buffers``), the scalar parameters it uses, then its output. Sequential loops count in
     ``index_type`` (:func:`index_type`); work-item and work-group indices are ``int`` everywhere: with 64-bit
-    ones PoCL 3.1 no longer vectorised a padding copy across its work-items (a dilated convolution's copy,
-    which runs at every call, made the call 17% slower on Zen 3)."""
+    ones PoCL 3.1 no longer vectorises a padding copy across its work-items (a dilated convolution's call 17%
+    slower on Zen 3)."""
     code = Code()
     _print_body(kernel.body, kernel, code, index_type)
     body = code.render(base_indent=1, registers=kernel.registers, index=index_type)

@@ -1,14 +1,13 @@
-"""From a typed program to OpenCL kernels and a launch plan: the code generator's route in one function.
+"""From a typed low-level program to OpenCL kernels and a launch plan: the code generator in one function.
 
 ``generate(program, sizes)`` specialises the program to the sizes, type-checks it, checks the legality of
-its parallel maps, cuts it into kernels, and compiles each one through the passes of
-:func:`liftpy.codegen.passes.compile_kernel` (lower to the kernel IR, place memory, insert barriers, version
-padded reads, split sequential loops, allocate private memory, choose the launch, print OpenCL C).
+its parallel maps, cuts it into kernels, and takes each through the kernel IR passes of
+:func:`liftpy.codegen.passes.compile_kernel`.
 
 A program's body is a chain of ``val``s; each ``val`` whose value contains a ``mapGlb`` or ``mapWrg`` is one
-kernel writing a global buffer that stays on the device for the kernels after it (the convolution pipeline has
-four), a ``val`` that only rearranges data is a view over earlier buffers, and the final expression is the
-last kernel, writing the output.
+kernel writing a global buffer that stays on the device for the kernels after it (a padded copy, then the
+convolution reading it), a ``val`` that only rearranges data is a view over earlier buffers, and the final
+expression is the last kernel, writing the output.
 """
 
 from __future__ import annotations
@@ -165,7 +164,7 @@ def generate(
                 raise CodegenError("a kernel's result must be bound to one name", body.span)
             stages.append((body.pattern.name, value))
         elif is_view(value):
-            stages.append(("", body))  # a view: bound when the stages are emitted
+            stages.append(("", body))  # a view: bound when the kernels are emitted
         else:
             break
         body = body.body

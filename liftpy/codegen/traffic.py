@@ -7,12 +7,10 @@ A guarded store (a rounded map's cropped results) counts as written: the few a c
 So a block of 16 kernels x 28 pixels, reading a vector of weights once for 28 pixels, asks for fewer bytes
 than one of 16 x 4 pixels, which reads the same weights seven times as often.
 
-Why it matters before a full analytic model exists: on a machine shared with other tenants, two kernels
-whose measured times cannot be told apart are not equally exposed to the others' use of the caches. VGG-16
-layer 19's route winner (16 x 4 block, 2210 MiB asked per call) ran 16.3 ms in the search's calm minutes and
-19.6 in later ones, where the 16 x 28 block (698 MiB) ran 17.3 and 16.8 (e04a4bd, Zen 4). The tuning database
-keeps each trial's figure, and :func:`liftpy.tuning.db.ranked` prefers the kernel moving less data among
-those the machine cannot tell apart.
+Why, before a full analytic model exists: on a machine shared with other tenants, two kernels whose measured
+times cannot be told apart are not equally exposed to the others' use of the caches (VGG-16 layer 19, e04a4bd,
+in ``benchmarks/results/README.md``). The tuning database keeps each trial's figure, and
+:func:`liftpy.tuning.db.ranked` prefers the kernel moving less data among those the machine cannot tell apart.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The loop nests of a high-level program: its spatial maps and its reductions, found by their traits.
 
-The first step of the automatic route (issue 14), as FlexTensor's static analysis: before any rewrite is
+The first step of the automatic route, as FlexTensor's static analysis: before any rewrite is
 chosen, a program is read as nests of loops. A *spatial* loop is a map that computes (its elements are
 independent: it may become parallel, be blocked, be vectorised); a *reduction* folds its elements into an
 accumulator (it may be split into partial sums, or stay a sequential loop); an *epilogue* is an element-wise

@@ -76,8 +76,8 @@ def split_stages(program: Program, function: str | None = None, constants=()) ->
 
 
 def join_stages(program: Program, function: str | None, lowered: Mapping[str, Program]) -> Program:
-    """The function with each stage's value replaced by ``lowered[stage]`` (the stage's program as a route
-    lowered it): one chain of vals, the stages' own vals (a padded copy) before the stage, every binder renamed
+    """The function with each stage's value replaced by ``lowered[stage]`` (the stage's program as the automatic
+    route lowered it): one chain of vals, the stages' own vals (a padded copy) before the stage, every binder renamed
     apart so that no stage's val hides another's."""
     fun = program.function(function)
     stages = split_stages(program, fun.name)
