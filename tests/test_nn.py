@@ -35,6 +35,7 @@ def small_layers(draw):
                 padding=(top, bottom, left, right))
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layer=small_layers(), seed=st.integers(0, 1000))
 def test_random_small_layers_with_random_configurations(layer, seed):

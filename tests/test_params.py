@@ -26,7 +26,9 @@ def partial_sizes(channels, size, kernels, k=3, stride=(1, 1), padding=1):
             "paddedInputHeight": size + 2 * padding, "paddedInputWidth": size + 2 * padding, "kernelStride": stride}
 
 
-@pytest.mark.parametrize("name", sorted(VGG16, key=lambda n: int(n.split(".")[1])))
+#: two layers in the default run (the first, 3 channels; a middle one), every layer in the slow set
+@pytest.mark.parametrize("name", [n if n in ("vgg16.0", "vgg16.10") else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(VGG16, key=lambda n: int(n.split(".")[1]))])
 def test_vgg16_samples_satisfy_constraints_and_typecheck(name):
     layer = VGG16[name]
     program = liftpy.load(PARTIAL)

@@ -1,7 +1,7 @@
 """The automatic route (liftpy.rewrite.route): each example program's space, generated from its loop nests,
 and its configurations correct low-level programs (sampled ones by default; with -m slow, a set covering every
 pair of choices) -- checked against the numpy references of tests/reference.py, not against liftpy's own
-interpreter or naive route."""
+interpreter or naive lowering."""
 
 import dataclasses
 import itertools
@@ -149,6 +149,7 @@ def test_a_configuration_with_missing_or_unknown_choices_is_refused():
         space.lower({"parallel": 2, "unroll": 1, "block.rows": 2})
 
 
+@pytest.mark.slow
 def test_building_the_space_and_sampling_a_thousand_takes_seconds():
     """The issue's budget is a program's space built and 1,000 configurations sampled in under 10 s, at the
     benchmark's sizes (a 512^3 product; a 64-channel 56 x 56 convolution). It is met on the Zen 4 machine
@@ -434,6 +435,7 @@ def test_joined_rows_let_a_block_of_windows_span_rows():
         wide.lower({**wide.default(), "join_rows": 1})
 
 
+@pytest.mark.slow
 def test_a_rounded_level_takes_blocks_that_do_not_divide_it():
     """``round_up``: the innermost level (a row's windows, 63 of them) rounded up to a multiple of a block that
     does not divide it (``roundUp``: the last window repeated, its extra results cropped), so that 63 windows
@@ -576,6 +578,7 @@ def test_the_padding_read_branch_free(name):
     _close(executable.run(inputs, poison=True).output, expected)
 
 
+@pytest.mark.slow
 def test_the_loop_order_walks_a_window_by_channels():
     """``reorder``: a convolution's window and weights walked channel first (``reorderSum``), with the
     parameter space of the order as written. Its sketch is made only when a configuration is lowered, on the
@@ -599,6 +602,7 @@ def test_the_loop_order_walks_a_window_by_channels():
     assert all(c["reorder"] == 0 for c in matmul.sample(100))
 
 
+@pytest.mark.slow
 def test_a_work_group_stages_what_its_work_items_share_in_local_memory():
     """``local_memory``: a matrix product's row of a (read by each column of the group), a convolution's
     weights (read by each pixel of the group) copied to local memory once per group, then read there. The
@@ -648,6 +652,7 @@ def test_a_loop_above_the_groups_waits_before_restaging(name, config):
     _close(executable.run(inputs, poison=True).output, expected)
 
 
+@pytest.mark.slow
 def test_what_a_group_stages_fits_the_devices_local_memory():
     """On the Mali-G72 profile (32 KiB: 8,192 floats of local memory), a 512-channel layer: the staged
     configurations' kernels, generated offline, declare at most that much local memory (read off their OpenCL);
@@ -702,7 +707,8 @@ def test_a_level_of_one_element_takes_no_parallel_dimension():
         _close(output.reshape(expected.shape), expected)
 
 
-@pytest.mark.parametrize("name", ["matmul", "conv_bias_relu", "grouped_conv", "dilated_conv"])
+@pytest.mark.parametrize("name", ["matmul", *(pytest.param(n, marks=pytest.mark.slow)
+                                              for n in ("conv_bias_relu", "grouped_conv", "dilated_conv"))])
 def test_a_sums_chunks_summed_by_a_stage_of_their_own(name):
     """``chunk``: the sum split into chunks of ω elements whose sums a first kernel writes to memory, one per
     chunk of every output element, and a second kernel adds (with what followed the sum: a bias, a ReLU) --
@@ -729,6 +735,7 @@ def test_a_sums_chunks_summed_by_a_stage_of_their_own(name):
         assert space.sum_length // deepest["chunk"] in partials.launch.global_size
 
 
+@pytest.mark.slow
 def test_chunks_sums_that_no_buffer_could_hold_are_not_in_the_space():
     """Each stage's result is one buffer, so the device's largest allocation bounds the chunks' sums as it
     bounds the output: on VGG-16's layer 19 (a sum of 4,608 products) chunks of 3 elements would need 2.3 GiB

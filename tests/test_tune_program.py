@@ -56,6 +56,7 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
     assert len(keys) == 1 and keys.pop().startswith("program ")
 
 
+@pytest.mark.slow
 def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_path):
     """A database from before ``pad_copy`` existed (its configurations lack it) resumes: its trials count
     as the configurations with the choice's value by absence, and the search measures only new ones."""
@@ -73,6 +74,7 @@ def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_pa
     assert len(completed) == 7 == len(set(completed))
 
 
+@pytest.mark.slow
 def test_a_wrong_kernel_is_recorded_and_never_chosen(tmp_path):
     """A planted fault (tests/faults.py: the first work-item returns, in half of the configurations) is
     caught by the comparison with the naive lowering, on NaN-filled buffers."""

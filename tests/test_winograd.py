@@ -88,6 +88,7 @@ def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest
     np.testing.assert_allclose(got, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_layer_whose_winograd_program_gets_no_correct_trial_keeps_the_direct_program(tmp_path, capsys):
     """liftpy.tune(layer) tunes both programs; where every trial of one of Winograd's stages is wrong (a planted
     fault scales stage u's output), the layer is left to the direct program, which the tuner says; asked for
