@@ -157,7 +157,8 @@ class _Printer:
             return f"({text})" if spec.precedence < prec else text
         if node.op in ("neg", "!"):
             symbol = "-" if node.op == "neg" else "!"
-            return f"{symbol}{self.flat(node.args[0], spec.precedence)}"
+            text = f"{symbol}{self.flat(node.args[0], spec.precedence)}"
+            return f"({text})" if spec.precedence < prec else text  # (-xs)._1: a projection binds tighter
         return f"{node.op}(" + ", ".join(self.flat(a) for a in node.args) + ")"
 
     def prim_args(self, node: Prim, printer=None) -> list[str]:
