@@ -27,17 +27,26 @@ def parse(text: str, filename: str = "<string>") -> Program:
     return elaborate(parse_file_syntax(text, filename))
 
 
+#: the largest program file read (a program is a few KiB; a larger file is most likely not a program)
+MAX_PROGRAM_BYTES = 16 * 2**20
+
+
 def load(path: str | Path) -> Program:
-    """Read a .lift file."""
+    """Read a .lift file: a regular file (not a FIFO, a device or a directory, whose reading could hang or never
+    end) of at most MAX_PROGRAM_BYTES, UTF-8, defining at least one function."""
     path = Path(path)
+    where = Span(str(path), 0, 0)
     try:
-        data = path.read_bytes()
+        data = _read_program_file(path)
     except FileNotFoundError:
-        raise InputError("no such file", Span(str(path), 0, 0)) from None
+        raise InputError("no such file", where) from None
     except IsADirectoryError:
-        raise InputError("is a directory, not a .lift file", Span(str(path), 0, 0)) from None
+        raise InputError("is a directory, not a .lift file", where) from None
     except OSError as e:  # a file in the path, no permission...
-        raise InputError(f"cannot read it ({e.strerror})", Span(str(path), 0, 0)) from None
+        raise InputError(f"cannot read it ({e.strerror})", where) from None
+    if not data.strip():
+        raise InputError("the file is empty: a program defines at least one function (def name(...) = ...)",
+                         Span(str(path), 1, 1, source=""))
     try:
         text = _text_lines(data.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -46,7 +55,41 @@ def load(path: str | Path) -> Program:
         line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
         span = Span(str(path), line, column, source=_text_lines(data.decode("utf-8", errors="replace")))
         raise InputError(f"not UTF-8 text (byte 0x{data[e.start]:02x}: {e.reason})", span) from None
-    return parse(text, str(path))
+    from .elaborate import elaborate
+    from .syntax import parse_file_syntax
+
+    syntax = parse_file_syntax(text, str(path))
+    if not syntax.items:  # a file of macros alone (the prelude) has definitions, and is a program file
+        raise InputError("no definition: a program defines at least one function (def name(...) = ...)",
+                         Span(str(path), 1, 1, source=text))
+    return elaborate(syntax)
+
+
+def _read_program_file(path: Path) -> bytes:
+    """The file's bytes, refused before a byte is read unless it is a regular file of at most MAX_PROGRAM_BYTES.
+    Opened without blocking, so that a FIFO is refused rather than waited on, then asked what it is."""
+    import os
+    import stat
+
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(file.fileno())
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(path)
+        mode = info.st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+            raise InputError(f"is {kind}, not a .lift file (a program is read from a regular file)",
+                             Span(str(path), 0, 0))
+        size = info.st_size
+        if size <= MAX_PROGRAM_BYTES:  # it may grow after fstat: read no more than the limit either way
+            data = file.read(MAX_PROGRAM_BYTES + 1)
+            size = len(data)
+    if size > MAX_PROGRAM_BYTES:
+        raise InputError(f"is larger than {MAX_PROGRAM_BYTES // 2**20} MiB ({size} bytes): not a program file",
+                         Span(str(path), 0, 0))
+    return data
 
 
 def _text_lines(text: str) -> str:

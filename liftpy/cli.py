@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,7 +92,8 @@ def writing(option: str, value, hint: str = "") -> Iterator[None]:
 
 # ------------------------------------------------------------------------------------------------ helpers
 def parse_sizes(items: Sequence[str] | None) -> dict[str, object]:
-    """``--size n=8 --size padSize=1,1,0,0`` -> {"n": 8, "padSize": (1, 1, 0, 0)}."""
+    """``--size n=8 --size padSize=1,1,0,0`` -> {"n": 8, "padSize": (1, 1, 0, 0)}; a size given twice, or past
+    64 bits, is refused."""
     sizes: dict[str, object] = {}
     for item in items or ():
         name, sep, value = item.partition("=")
@@ -101,8 +103,19 @@ def parse_sizes(items: Sequence[str] | None) -> dict[str, object]:
             values = tuple(int(v) for v in value.split(","))
         except ValueError:
             raise InputError(f"--size {name}: expected an integer (or integers separated by commas), got {value!r}") from None
-        sizes[name.strip()] = values[0] if len(values) == 1 else values
+        huge = [v for v in values if not -2**63 <= v < 2**63]
+        if huge:
+            raise InputError(f"--size {name}: {huge[0]} is not a machine integer "
+                             f"(sizes are 64-bit, at most {2**63 - 1})")
+        name = name.strip()
+        if name in sizes:
+            raise InputError(f"--size {name} given twice ({_size_value(sizes[name])} and {value}); give each size once")
+        sizes[name] = values[0] if len(values) == 1 else values
     return sizes
+
+
+def _size_value(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def program_sizes(program, items: Sequence[str] | None) -> dict[str, object]:
@@ -199,7 +212,7 @@ def cmd_eval(args) -> int:
     if isinstance(result, tuple):
         raise InputError("the result is a tuple; liftpy eval writes single arrays (use the Python API)")
     if args.output:
-        path = save_array(args.output, result)
+        path = save_array(args.output, result, fun.name)
         print(f"wrote {path}: shape {result.shape}, {result.dtype}")
     else:
         with np.printoptions(precision=4, threshold=200, edgeitems=3, suppress=True):
@@ -208,9 +221,13 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def save_array(output: str, array: np.ndarray) -> str:
-    """Write ``array`` to the .npy file ``output`` (np.save's rule: the suffix added when missing); its path."""
-    path = output if output.endswith(".npy") else output + ".npy"
+def save_array(output: str, array: np.ndarray, name: str) -> str:
+    """Write ``array`` to the .npy file ``output`` (np.save's rule: the suffix added when missing), or, where
+    ``output`` is a directory (or ends with a slash), to ``name``.npy in it; the path written."""
+    if Path(output).is_dir() or output.endswith(("/", os.sep)):
+        path = str(Path(output) / f"{name}.npy")
+    else:
+        path = output if output.endswith(".npy") else output + ".npy"
     with writing("-o", output):
         np.save(path, array)
     return path
@@ -254,6 +271,7 @@ def cmd_compile(args) -> int:
 def cmd_run(args) -> int:
     from . import evaluate, load
     from .runtime import compile as compile_program
+    from .tuning.program import kinds_differ
 
     program = load(args.file)
     sizes = program_sizes(program, args.size)
@@ -262,18 +280,28 @@ def cmd_run(args) -> int:
     inputs = random_inputs(program, sizes, args.seed, fun.name, load_inputs(args.input))
     result = exe.run(inputs, repeat=args.repeat, warmup=1, poison=True)  # unwritten elements stay NaN
     reference = evaluate(program, inputs, sizes, function=args.function)
-    error = float(np.max(np.abs(result.output - reference))) if reference.size else 0.0
-    scale = float(np.max(np.abs(reference))) if reference.size else 0.0
+    # NaN and infinity are data: compared by kind (kinds_differ), the numbers within the tolerance
+    wrong = kinds_differ(result.output, reference)
+    finite = np.isfinite(reference) & ~wrong
+    got, expected = np.asarray(result.output)[finite], np.asarray(reference)[finite]
+    error = float(np.max(np.abs(got - expected), initial=0.0))
+    scale = float(np.max(np.abs(expected), initial=0.0))
     print(f"device: {exe.device.name.strip()}")
     for name, ms in result.per_kernel_ms.items():
         print(f"  {name}: {ms:.4f} ms")
     print(f"kernel time: {result.kernel_ms:.4f} ms (median of {args.repeat})")
     print(f"max error against the interpreter: {error:.3g} (largest value {scale:.3g})")
-    if not np.allclose(result.output, reference, rtol=1e-4, atol=1e-4 * max(scale, 1.0)):
+    if wrong.any():
+        where = tuple(int(i) for i in np.argwhere(wrong)[0])
+        more = f" (and {int(wrong.sum()) - 1} more)" if wrong.sum() > 1 else ""
+        print(f"error: the kernel's output differs from the interpreter's: output[{', '.join(map(str, where))}] is "
+              f"{result.output[where]} where the interpreter has {reference[where]}{more}", file=sys.stderr)
+        return 1
+    if not np.allclose(got, expected, rtol=1e-4, atol=1e-4 * max(scale, 1.0)):
         print("error: the kernel's output differs from the interpreter's", file=sys.stderr)
         return 1
     if args.output:
-        print(f"wrote {save_array(args.output, result.output)}")
+        print(f"wrote {save_array(args.output, result.output, fun.name)}")
     return 0
 
 
@@ -444,7 +472,11 @@ def _tune_task(args, task, what: str):
     from .tuning.search import tune_task
 
     get_device(args.device)
-    _tuning_db(args.db, create=True).close()
+    task.check_memory(args.device)  # trials that cannot fit: refused before the search is announced
+    database = _tuning_db(args.db, create=True)  # damaged, unwritable: refused here, before any trial
+    database.close()
+    if database.recovered:  # what a failed write of an earlier run kept aside (TuningDB.record), stored now
+        print(f"stored {database.recovered} measurements kept in {database.recovery_path}", file=sys.stderr)
     print(f"tuning {what} on the {'default device' if args.device is None else args.device}, {args.trials} trials, "
           f"database {args.db}", file=sys.stderr)
     best = tune_task(task, trials=args.trials, db=args.db, device=args.device, seed=args.seed, repeat=args.repeat,
@@ -592,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", action="append", metavar="NAME=VALUE", help="bind a size (repeatable)")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help="an input array (repeatable)")
     p.add_argument("--random", type=nonnegative_int, metavar="SEED", help="make random inputs for those not given")
-    p.add_argument("-o", "--output", help="write the result to this .npy file")
+    p.add_argument("-o", "--output", help="write the result to this .npy file (a directory: FUNCTION.npy in it)")
 
     p = add("compile", "generate OpenCL kernels and a standalone host script", cmd_compile)
     p.add_argument("file")
@@ -614,7 +646,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed for random inputs")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
-    p.add_argument("-o", "--output", help="write the kernel's result to this .npy file")
+    p.add_argument("-o", "--output",
+                   help="write the kernel's result to this .npy file (a directory: FUNCTION.npy in it)")
 
     p = add("params", "the tuning parameters of a program: constraints, count, samples", cmd_params)
     p.add_argument("file")

@@ -116,9 +116,20 @@ class InputError(LiftError):
     """Inputs given to a program (files, arrays, command-line values) do not fit what the program expects."""
 
 
+class ResourceError(LiftError):
+    """A program at its sizes needs more memory than the host or the device has: refused before any of it is
+    allocated, naming the sizes, the bytes and the limit."""
+
+
 class NoCorrectTrial(InputError):
     """A tuning found no configuration that computes the right result (every trial wrong, failed or timed out):
     the program cannot run tuned, and a choice among programs leaves it out."""
+
+
+class DatabaseError(InputError):
+    """The tuning database cannot be opened, read or written (damaged, read-only, locked, its disk full); the
+    message names the file, the cause and where a trial that could not be stored was kept. An InputError: the
+    file is one the user gave (``--db``), and callers that refuse a bad input refuse it the same way."""
 
 
 class InternalError(Exception):

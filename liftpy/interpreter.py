@@ -8,17 +8,18 @@ interpreter's cost is a Python step per *node* and per *reduction step*, not per
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from .errors import InputError, SizeError
+from .errors import InputError, ResourceError, SizeError
 from .ir import Apply, Lambda, Let, Literal, Node, Pattern, Prim, Program, PVar, ScalarOp, Tuple, UserFun, Var
 from .primitives import PRIMITIVES, evaluate_scalar_op
 from .typecheck import TypedProgram, size_bindings, typecheck
 from .types import ArrayType, ScalarType, TupleType, Type, VectorType
-from .values import DTYPES, Value, align, constant, first_leaf
+from .values import DTYPES, Value, align, constant, first_leaf, materialized, take
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,7 @@ class Env:
 
     def bind(self, pattern: Pattern, value: Value) -> "Env":
         new = dict(self.variables)
-
-        def go(p: Pattern, v: Value):
-            if isinstance(p, PVar):
-                new[p.name] = (v, self.depth)
-            else:
-                for sub, sub_v in zip(p.elems, v):
-                    go(sub, sub_v)
-
-        go(pattern, value)
+        _bind(new, pattern, value, self.depth)
         return Env(new, self.batch)
 
     def lookup(self, name: str) -> Value:
@@ -53,11 +46,28 @@ class Env:
         return Env(self.variables, self.batch + (n,))
 
 
+def _bind(variables: dict, pattern: Pattern, value: Value, depth: int) -> None:
+    # a function of the module, not a closure in bind: a recursive closure is a reference cycle, and the values
+    # it holds (a reduction's every accumulator) would live until the garbage collector ran
+    if isinstance(pattern, PVar):
+        variables[pattern.name] = (value, depth)
+    else:
+        for sub, sub_value in zip(pattern.elems, value):
+            _bind(variables, sub, sub_value, depth)
+
+
 class Interpreter:
     """Evaluates typed nodes. Primitives evaluate themselves (:mod:`liftpy.primitives`) using ``eval``,
     ``call``, ``map`` and ``fold`` from here."""
 
     def eval(self, node: Node, env: Env) -> Value:
+        """The value of ``node``, every leaf a numpy array."""
+        return materialized(self.eval_joined(node, env))
+
+    def eval_joined(self, node: Node, env: Env) -> Value:
+        """The value of ``node``, whose leaves may be :class:`~liftpy.values.Joined` (a window's rows joined,
+        kept unjoined): for what only passes them on (zip, get, join) or reads them element by element (a
+        fold's array)."""
         if isinstance(node, Var):
             return env.lookup(node.name)
         if isinstance(node, Literal):
@@ -96,15 +106,9 @@ class Interpreter:
         n = first_leaf(xs).shape[axis]
         acc = init
         for i in range(n):
-            elem = _take(xs, i, axis)
+            elem = materialized(take(xs, i, axis))  # views: a step copies none of the array
             acc = self.call(fun, (acc, elem), env)
         return acc
-
-
-def _take(value: Value, i: int, axis: int) -> Value:
-    if isinstance(value, tuple):
-        return tuple(_take(v, i, axis) for v in value)
-    return np.take(value, i, axis=axis)
 
 
 def _broadcast(value: Value, batch: tuple[int, ...]) -> Value:
@@ -139,6 +143,7 @@ def evaluate(
         raise SizeError(f"give a value for size(s) {', '.join(dict.fromkeys(missing))} (--size NAME=VALUE)")
     typed = typecheck(program, all_sizes)
     typed_fun = typed.program.function(fun.name)
+    check_host_memory(f"evaluating {fun.name}", all_sizes, evaluation_needs(typed, fun.name, arrays))
     env = Env()
     for p in typed_fun.data_params:
         env = env.bind(PVar(p.name), _to_value(arrays[p.name], p.type))
@@ -220,28 +225,18 @@ def _from_value(value: Value):
     return np.ascontiguousarray(value)
 
 
-def random_inputs(program: Program, sizes: Mapping[str, object], seed: int, function: str | None = None,
-                  given: Mapping[str, object] | None = None) -> dict[str, np.ndarray]:
-    """Standard-normal float32 inputs for a function's array parameters not ``given``, their shapes from the
-    types at ``sizes`` (for ``liftpy run``, ``eval --random`` and the tuner's checks)."""
+def input_shapes(program: Program, sizes: Mapping[str, object], function: str | None = None
+                 ) -> dict[str, tuple[int, ...]]:
+    """The shape of each data parameter of a function at ``sizes`` (a scalar's is ``()``), from the types alone:
+    a missing size or a negative length is refused here, and nothing is allocated."""
     from .typecheck import specialize
 
-    rng = np.random.default_rng(seed)
     fun = program.function(function)
     concrete = specialize(program, dict(sizes)).function(fun.name)
-    inputs = dict(given or {})
+    shapes = {}
     for p in concrete.data_params:
-        if p.name in inputs:
-            continue
-        dims = []
-        t = p.type
-        while isinstance(t, ArrayType):
-            dims.append(t.size)
-            t = t.elem
-        if isinstance(t, VectorType):
-            dims.append(t.width)
         shape = []
-        for d in dims:
+        for d in _type_dims(p.type):
             if d.as_int() is None:
                 raise InputError(f"give --size values for {', '.join(sorted(d.var_names()))} to make a random {p.name}")
             shape.append(d.as_int())
@@ -249,5 +244,90 @@ def random_inputs(program: Program, sizes: Mapping[str, object], seed: int, func
             declared = next(q.type for q in fun.data_params if q.name == p.name)
             raise InputError(f"--size: {p.name} : {declared} would have the shape {tuple(shape)}; "
                              f"a length cannot be negative")
-        inputs[p.name] = rng.standard_normal(shape).astype(np.float32)
+        shapes[p.name] = tuple(shape)
+    return shapes
+
+
+def random_inputs(program: Program, sizes: Mapping[str, object], seed: int, function: str | None = None,
+                  given: Mapping[str, object] | None = None) -> dict[str, np.ndarray]:
+    """Standard-normal float32 inputs for a function's array parameters not ``given``, their shapes from the
+    types at ``sizes`` (for ``liftpy run``, ``eval --random`` and the tuner's checks); refused before any is
+    drawn where the host's memory cannot hold them."""
+    from .codegen.memory import SCALAR_BYTES
+
+    inputs = dict(given or {})
+    shapes = {name: shape for name, shape in input_shapes(program, sizes, function).items() if name not in inputs}
+    needs = [(name, SCALAR_BYTES * math.prod(shape)) for name, shape in shapes.items()]
+    if needs:  # each is drawn in double precision, then rounded
+        name, largest = max(needs, key=lambda need: need[1])
+        needs.append((f"drawing {name} (float64)", 2 * largest))
+    check_host_memory(f"random inputs of {program.function(function).name}", sizes, needs)
+    rng = np.random.default_rng(seed)
+    for name, shape in shapes.items():
+        inputs[name] = rng.standard_normal(shape).astype(np.float32)
     return inputs
+
+
+# ------------------------------------------------------------------------------------------------ memory
+#: the interpreter's working memory beyond a program's values, in outputs: a reduction's step holds its
+#: accumulator, the element it combines and their combination at once, each of the result's size
+WORKING_OUTPUTS = 2
+
+
+def evaluation_needs(typed: TypedProgram, function: str, arrays: Mapping[str, object]) -> list[tuple[str, int]]:
+    """The host memory evaluating a function at its sizes takes, (what, bytes), from its types
+    (:func:`liftpy.codegen.memory.footprint`): its output and working memory, each ``val`` that computes, and the
+    inputs it must convert (an array already of its type is read where it is)."""
+    from .codegen.memory import footprint
+
+    fun = typed.program.function(function)
+    dtypes = {p.name: _dtype_of_param(p.type) for p in fun.data_params}
+    needs = []
+    for part in footprint(typed, function):
+        if part.role == "input":
+            given = arrays.get(part.name)
+            if isinstance(given, np.ndarray) and given.dtype == dtypes[part.name]:
+                continue
+        needs.append((part.name, part.bytes))
+        if part.role == "output":
+            needs.append(("working memory", WORKING_OUTPUTS * part.bytes))
+    return needs
+
+
+def _dtype_of_param(t: Type):
+    leaf = t
+    while isinstance(leaf, ArrayType):
+        leaf = leaf.elem
+    scalar = leaf.scalar if isinstance(leaf, VectorType) else leaf
+    return np.dtype(DTYPES[scalar.name]) if isinstance(scalar, ScalarType) else None
+
+
+def available_host_memory() -> int | None:
+    """The bytes the host can give without swapping (``MemAvailable`` of /proc/meminfo); None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def sizes_text(sizes: Mapping[str, object]) -> str:
+    """``height=24000, width=24000``."""
+    return ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, (tuple, list)) else v}" for k, v in sizes.items())
+
+
+def check_host_memory(what: str, sizes: Mapping[str, object], needs: list[tuple[str, int]]) -> None:
+    """Refuse, in one line (:class:`~liftpy.errors.ResourceError`), memory the host does not have: ``needs``
+    are (what, bytes), together more than :func:`available_host_memory`."""
+    from .codegen.memory import format_bytes
+
+    total = sum(n for _, n in needs)
+    available = available_host_memory()
+    if available is None or total <= available:
+        return
+    largest = ", ".join(f"{name} {format_bytes(n)}" for name, n in sorted(needs, key=lambda need: -need[1])[:3])
+    raise ResourceError(f"{what} at {sizes_text(sizes)} needs {total} bytes ({format_bytes(total)}: {largest}) of "
+                        f"host memory; {available} bytes ({format_bytes(available)}) are available (MemAvailable)")

@@ -34,7 +34,7 @@ from .types import (
     VectorType,
     scalar_of,
 )
-from .values import concrete, constant, on_leaves, zip_leaves
+from .values import concrete, constant, join_axes, on_leaves, zip_leaves
 
 STATIC_KINDS = ("size", "dim", "indexfun", "type")
 
@@ -295,7 +295,7 @@ class _ReduceLike(Primitive):
 
     def evaluate(self, ev, node, env):
         init, f, xs = node.args
-        result = ev.fold(f, ev.eval(init, env), ev.eval(xs, env), env)
+        result = ev.fold(f, ev.eval(init, env), ev.eval_joined(xs, env), env)
         return on_leaves(result, lambda leaf: np.expand_dims(leaf, _axis(env)))
 
 
@@ -345,7 +345,7 @@ class Zip(Primitive):
         return tc.done(node, args, ArrayType(TupleType(tuple(a.elem for a in arrays)), first.size))
 
     def evaluate(self, ev, node, env):
-        return tuple(ev.eval(a, env) for a in node.args)
+        return tuple(ev.eval_joined(a, env) for a in node.args)
 
     def view(self, cg, node, level):
         from .codegen.views import ZipView
@@ -400,11 +400,8 @@ class Join(Primitive):
         return tc.done(node, (xs,), ArrayType(inner.elem, outer.size * inner.size))
 
     def evaluate(self, ev, node, env):
-        a = _axis(env)
-        return on_leaves(
-            ev.eval(node.args[0], env),
-            lambda l: l.reshape(l.shape[:a] + (l.shape[a] * l.shape[a + 1],) + l.shape[a + 2 :]),
-        )
+        a = _axis(env)  # a window's rows joined are no strided view: kept unjoined (values.Joined) for a fold
+        return on_leaves(ev.eval_joined(node.args[0], env), lambda l: join_axes(l, a))
 
     def view(self, cg, node, level):
         from .codegen.views import JoinView
@@ -498,13 +495,19 @@ class Pad(Primitive):
         value = ev.eval(node.args[0], env)
         a = _axis(env)
 
-        def go(leaf, fill):
-            index, inside = _pad_indices(leaf.shape[a], left, right)
-            taken = np.take(leaf, index, axis=a)
-            mask = inside.reshape((len(index),) + (1,) * (leaf.ndim - a - 1))
+        def go(leaf, fill):  # one array of the padded size, filled, the elements kept copied in
+            n = leaf.shape[a]
+            kept = slice(max(0, -left), n - max(0, -right))  # a negative size crops
+            if left <= 0 and right <= 0:
+                return leaf[(slice(None),) * a + (kept,)]  # only cropped: a view
+            padded = np.empty(leaf.shape[:a] + (left + n + right,) + leaf.shape[a + 1 :], leaf.dtype)
             fill = fill.reshape(fill.shape[:a] + (1,) + fill.shape[a:])  # broadcast along the padded axis
-            fill = fill.reshape(fill.shape + (1,) * (leaf.ndim - fill.ndim))  # a scalar over array elements
-            return np.where(mask, taken, fill).astype(leaf.dtype, copy=False)
+            padded[...] = fill.reshape(fill.shape + (1,) * (leaf.ndim - fill.ndim))  # a scalar over array elements
+            if kept.stop > kept.start:
+                start = max(0, left)
+                padded[(slice(None),) * a + (slice(start, start + kept.stop - kept.start),)] = \
+                    leaf[(slice(None),) * a + (kept,)]
+            return padded
 
         return zip_leaves([ev.eval(node.args[1], env), value], go)
 
@@ -695,7 +698,7 @@ class Get(Primitive):
         return tc.done(node, (t,), t.type.elems[i])
 
     def evaluate(self, ev, node, env):
-        return ev.eval(node.args[0], env)[node.params[0]]
+        return ev.eval_joined(node.args[0], env)[node.params[0]]
 
     def view(self, cg, node, level):
         return cg.value(node.args[0], level).component(node.params[0])
@@ -942,8 +945,9 @@ SCALAR_OPS: dict[str, ScalarOpSpec] = {
         ScalarOpSpec("&&", 2, "logic", np.logical_and, "&&", True, 3),
         ScalarOpSpec("||", 2, "logic", np.logical_or, "||", True, 2),
         ScalarOpSpec("!", 1, "logic", np.logical_not, "!", False, 7),
-        ScalarOpSpec("max", 2, "minmax", np.maximum, "max"),
-        ScalarOpSpec("min", 2, "minmax", np.minimum, "min"),
+        # OpenCL's max and min of floats are fmax and fmin: a NaN operand gives the other operand
+        ScalarOpSpec("max", 2, "minmax", np.fmax, "max"),
+        ScalarOpSpec("min", 2, "minmax", np.fmin, "min"),
         ScalarOpSpec("exp", 1, "math", np.exp, "exp"),
         ScalarOpSpec("log", 1, "math", np.log, "log"),
         ScalarOpSpec("sqrt", 1, "math", np.sqrt, "sqrt"),

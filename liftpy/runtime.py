@@ -23,7 +23,7 @@ import numpy as np
 from .codegen.program import GeneratedProgram
 from .codegen.traffic import NO_TRAFFIC, kernel_traffic
 from .device import PRIVATE_BUDGET, Device
-from .errors import ConstraintError, DeviceError, InputError
+from .errors import ConstraintError, DeviceError, InputError, ResourceError
 
 
 def _cl():
@@ -289,6 +289,27 @@ def _maps_own_memory(queue, buffer, host: np.ndarray, blocking: bool) -> bool:
     return own
 
 
+def check_device_memory(what: str, sizes: Mapping[str, object] | None, buffers, device) -> None:
+    """Refuse, in one line (:class:`~liftpy.errors.ResourceError`), buffers -- (name, bytes) -- that ``device`` (a
+    pyopencl or a liftpy Device) cannot hold: one larger than its largest allocation (``max_mem_alloc_size``), or
+    all of them more than its global memory (``global_mem_size``). Nothing is allocated to find out."""
+    from .codegen.memory import format_bytes
+    from .interpreter import sizes_text
+
+    at = f" at {sizes_text(sizes)}" if sizes else ""
+    name = device.name.strip()
+    for buffer, n in buffers:
+        if n > device.max_mem_alloc_size:
+            limit = device.max_mem_alloc_size
+            raise ResourceError(f"{what}{at}: buffer {buffer} needs {n} bytes ({format_bytes(n)}); {name} allocates "
+                                f"at most {limit} bytes ({format_bytes(limit)}) at once (max_mem_alloc_size)")
+    total = sum(n for _, n in buffers)
+    if total > device.global_mem_size:
+        limit = device.global_mem_size
+        raise ResourceError(f"{what}{at}: its buffers need {total} bytes ({format_bytes(total)}); {name} has "
+                            f"{limit} bytes ({format_bytes(limit)}) of global memory (global_mem_size)")
+
+
 def _check_work_groups(kernels, device) -> None:
     """Each kernel's work-groups within what the device allows that kernel, which only the built kernel tells
     (its registers and local memory lower the device's maximum): NVIDIA's OpenCL allows 1024 work-items a group
@@ -324,6 +345,8 @@ class PreparedProgram:
         cl = _cl()
         self.executable = executable
         generated = executable.generated
+        check_device_memory(f"running {generated.function}", None,
+                            [(f"{b.name} {list(b.shape)}", b.bytes) for b in generated.buffers], executable.device)
         self.context, self.queue = context_and_queue(executable.device)
         program = executable.build()
         #: whether a zero-copy buffer can be the caller's array itself: only on a device that shares the host's

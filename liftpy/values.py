@@ -10,6 +10,7 @@ one element at depth ``d + 1``. This keeps the interpreter fast enough to be the
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Union
 
 import numpy as np
@@ -73,6 +74,77 @@ def constant(value, t: Type, batch: tuple[int, ...], shape: tuple[int, ...] = ()
     if isinstance(t, VectorType):
         extra = (t.width.as_int(),)
     return np.broadcast_to(np.asarray(value, dtype=dtype_of(t)), tuple(batch) + tuple(shape) + extra)
+
+
+class Joined:
+    """A leaf whose axes each join a run of a numpy array's axes, kept unjoined: the ``join`` of a window's rows,
+    which no strides can describe (a reshape would copy every window), read by a fold one element at a time,
+    each element a view. ``groups[k]``: how many of ``base``'s axes make axis ``k``."""
+
+    __slots__ = ("base", "groups")
+
+    def __init__(self, base: np.ndarray, groups: tuple[int, ...]):
+        self.base, self.groups = base, groups
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        out, start = [], 0
+        for g in self.groups:
+            out.append(math.prod(self.base.shape[start:start + g]))
+            start += g
+        return tuple(out)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.groups)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.base.dtype
+
+    def join(self, axis: int) -> "Joined":
+        """Axes ``axis`` and ``axis + 1`` joined."""
+        g = self.groups
+        return Joined(self.base, g[:axis] + (g[axis] + g[axis + 1],) + g[axis + 2:])
+
+    def take(self, i: int, axis: int) -> Value:
+        """Element ``i`` along ``axis``: a view of the base (a plain array once no joined axis is left)."""
+        start = sum(self.groups[:axis])
+        g = self.groups[axis]
+        index = np.unravel_index(i, self.base.shape[start:start + g])
+        view = self.base[(slice(None),) * start + tuple(int(k) for k in index)]
+        groups = self.groups[:axis] + self.groups[axis + 1:]
+        return view if all(k == 1 for k in groups) else Joined(view, groups)
+
+    def materialize(self) -> np.ndarray:
+        return self.base.reshape(self.shape)
+
+
+def join_axes(leaf, axis: int):
+    """A leaf's axes ``axis`` and ``axis + 1`` as one: a numpy view where strides can say it, else a
+    :class:`Joined` (a copy only if something other than a fold reads it: :func:`materialized`)."""
+    if isinstance(leaf, Joined):
+        return leaf.join(axis)
+    n, m = leaf.shape[axis], leaf.shape[axis + 1]
+    if n <= 1 or m <= 1 or leaf.strides[axis] == m * leaf.strides[axis + 1]:
+        return leaf.reshape(leaf.shape[:axis] + (n * m,) + leaf.shape[axis + 2:])
+    return Joined(leaf, (1,) * leaf.ndim).join(axis)
+
+
+def take(value: Value, i: int, axis: int) -> Value:
+    """Element ``i`` of every leaf along ``axis``, as views (a fold's step)."""
+    if isinstance(value, tuple):
+        return tuple(take(v, i, axis) for v in value)
+    if isinstance(value, Joined):
+        return value.take(i, axis)
+    return value[(slice(None),) * axis + (i,)]
+
+
+def materialized(value: Value) -> Value:
+    """A value with every :class:`Joined` leaf made a numpy array."""
+    if isinstance(value, tuple):
+        return tuple(materialized(v) for v in value)
+    return value.materialize() if isinstance(value, Joined) else value
 
 
 def concrete(size) -> int:

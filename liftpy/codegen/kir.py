@@ -139,6 +139,7 @@ class Kernel:
     registers: frozenset = frozenset()
     private_bytes: int = 0
     launch: object = None  # a liftpy.codegen.launch.Launch
+    long_indices: bool = False  # every index 64-bit, work-items' too: its arithmetic can leave 32 bits
 
 
 # ------------------------------------------------------------------------------------------------ traversal

@@ -208,5 +208,51 @@ def scalar_count(t: Type) -> arith.Expr:
     return n
 
 
+# ------------------------------------------------------------------------------------------------ footprint
+#: bytes of one scalar: float and int are 32-bit, and a bool is counted as the int a kernel keeps it in
+SCALAR_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The memory one value of a function takes at concrete sizes."""
+
+    name: str
+    role: str  # "input", "output" or "intermediate" (a ``val`` that computes)
+    bytes: int
+
+
+def value_bytes(t: Type) -> int:
+    """The bytes of a value of type ``t``, every size in it concrete."""
+    count = scalar_count(t).as_int()
+    if count is None:
+        raise ValueError(f"the size of {t} is not known")
+    return SCALAR_BYTES * max(count, 0)
+
+
+def footprint(typed, function: str | None = None) -> tuple[Footprint, ...]:
+    """What a function of a program type-checked at concrete sizes (a :class:`~liftpy.typecheck.TypedProgram`)
+    holds in memory: each input, each ``val`` of its body that computes (a view holds nothing) and its output,
+    from their types alone -- nothing is allocated. The one estimate the interpreter, its random inputs and the
+    tuner check against the memory there is before they allocate."""
+    fun = typed.program.function(function)
+    out = [Footprint(p.name, "input", value_bytes(p.type)) for p in fun.data_params]
+    body = fun.body
+    while isinstance(body, Let):
+        if not is_view(body.value):
+            out.append(Footprint(getattr(body.pattern, "name", "val"), "intermediate", value_bytes(body.value.type)))
+        body = body.body
+    out.append(Footprint("output", "output", value_bytes(fun.body.type)))
+    return tuple(out)
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes for people: ``14.6 TiB``, ``512 bytes``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 __all__ = ["Placement", "placements", "memory_space", "annotated_space", "is_layout_map", "is_identity_function",
-           "level_inside", "scalar_count", "LEVEL_SPACE"]
+           "level_inside", "scalar_count", "LEVEL_SPACE", "Footprint", "footprint", "value_bytes", "format_bytes"]

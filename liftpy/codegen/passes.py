@@ -46,6 +46,7 @@ def compile_kernel(name: str, expr: Node, output: Memory, env: dict[str, View], 
     kernel = order_unrolled_stores(kernel)
     kernel = allocate_private(kernel)
     kernel = choose_launch(kernel, device)
+    kernel = widen_indices(kernel, device)
     source, args = print_opencl(kernel, buffers, scalars, header, index_type(kernel, device))
     return CompiledKernel(source, args, kernel)
 
@@ -381,12 +382,72 @@ def choose_launch(kernel: kir.Kernel, device: Device) -> kir.Kernel:
     return replace(kernel, launch=launch_for(kernel, device))
 
 
+# ------------------------------------------------------------------------------------------------ indices
+#: the reach of a kernel's index arithmetic from which every index is 64-bit: half of ``int``'s range, a margin
+#: for the terms of an index that pass its array's length before they sum into it (a pad's offset, a rounded-up
+#: block); ordinary sizes stay far below, and their kernels unchanged
+INT_INDEX_LIMIT = 2**30
+#: the same for ``long``: past it a kernel is refused
+LONG_INDEX_LIMIT = 2**62
+
+
+def widen_indices(kernel: kir.Kernel, device: Device) -> kir.Kernel:
+    """Every index of a kernel 64-bit (``long_indices``) where its arithmetic can leave 32 bits
+    (:func:`index_reach`); a kernel whose indices can leave 64 bits is refused, and so is a 64-bit kernel with
+    barriers on a CPU, whose compiler (PoCL 3.1) aborts on it (:func:`index_type`)."""
+    reach = index_reach(kernel)
+    if reach < INT_INDEX_LIMIT:
+        return kernel
+    if reach >= LONG_INDEX_LIMIT:
+        raise CodegenError(f"kernel {kernel.name}'s indices reach {reach}: past what 64-bit indices hold; "
+                           f"give smaller sizes")
+    if device.is_cpu and any(isinstance(s, kir.Barrier) for s in kir.walk(kernel.body)):
+        raise CodegenError(f"kernel {kernel.name}'s indices reach {reach}, which needs 64-bit indices, and a "
+                           f"CPU's OpenCL compiler (PoCL) aborts on 64-bit loops around barriers; give smaller sizes")
+    return replace(kernel, long_indices=True)
+
+
+def index_reach(kernel: kir.Kernel) -> int:
+    """The largest magnitude a kernel's index arithmetic names: a memory's length, a loop's end or launch, a
+    constant of an index expression (an index within its array stays below the array's length)."""
+    reach = kernel.output.size
+    for mem in kir.memories(kernel.body):
+        reach = max(reach, mem.size)
+    for s in kir.walk(kernel.body):
+        if isinstance(s, kir.ParFor):
+            reach = max(reach, s.extent)
+        elif isinstance(s, kir.SeqFor):
+            reach = max(reach, abs(s.start) + s.extent)
+    if kernel.launch is not None:
+        reach = max(reach, *kernel.launch.global_size)
+    seen: set = set()
+    for e in kir.index_exprs(kernel.body):
+        reach = max(reach, _largest_constant(e, seen))
+    return reach
+
+
+def _largest_constant(e, seen: set) -> int:
+    """The largest magnitude of a constant in an index expression (each subexpression looked at once)."""
+    if e in seen:
+        return 0
+    seen.add(e)
+    if isinstance(e, arith.Const):
+        return abs(e.value)
+    if isinstance(e, Poly):
+        return max(max(abs(c), max((_largest_constant(a, seen) for a, _ in m), default=0)) for m, c in e.terms)
+    if isinstance(e, (FloorDiv, Mod, Min, Max)):
+        return max(_largest_constant(x, seen) for x in e.operands())
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------ C
 def index_type(kernel: kir.Kernel, device: Device) -> str:
-    """The C type of a kernel's sequential loop indices: the device's
-    (:attr:`~liftpy.device.Device.index_type`), except ``int`` in a kernel with barriers: PoCL 3.1's
-    work-group compiler aborts (``ParallelRegion::Verify``, "Multiple outgoing edges from exit block") on
-    64-bit loops around or between a barrier's regions."""
+    """The C type of a kernel's sequential loop indices: ``long`` in a kernel that needs 64-bit indices
+    (:func:`widen_indices`), else the device's (:attr:`~liftpy.device.Device.index_type`), except ``int`` in a
+    kernel with barriers: PoCL 3.1's work-group compiler aborts (``ParallelRegion::Verify``, "Multiple outgoing
+    edges from exit block") on 64-bit loops around or between a barrier's regions."""
+    if kernel.long_indices:
+        return "long"
     if any(isinstance(s, kir.Barrier) for s in kir.walk(kernel.body)):
         return "int"
     return device.index_type
@@ -396,9 +457,9 @@ def print_opencl(kernel: kir.Kernel, buffers: dict[str, Memory], scalars: list[t
                  header: str, index_type: str = "int") -> tuple[str, tuple[str, ...]]:
     """The kernel as a standalone OpenCL C source, and its arguments in order: the buffers it reads (in the
     order of ``buffers``), the scalar parameters it uses, then its output. Sequential loops count in
-    ``index_type`` (:func:`index_type`); work-item and work-group indices are ``int`` everywhere: with 64-bit
-    ones PoCL 3.1 no longer vectorises a padding copy across its work-items (a dilated convolution's call 17%
-    slower on Zen 3)."""
+    ``index_type`` (:func:`index_type`); work-item and work-group indices are ``int`` except in a kernel that
+    needs 64-bit indices (:func:`widen_indices`): with 64-bit ones PoCL 3.1 no longer vectorises a padding copy
+    across its work-items (a dilated convolution's call 17% slower on Zen 3)."""
     code = Code()
     _print_body(kernel.body, kernel, code, index_type)
     body = code.render(base_indent=1, registers=kernel.registers, index=index_type)
@@ -479,15 +540,16 @@ def _print_parallel_loop(s: kir.ParFor, kernel: kir.Kernel, code: Code, index: s
     """A loop over the work-items (groups), dropped when there are as many as elements."""
     name, n, (query, count) = s.var.name, s.extent, s.queries
     threads = kernel.launch.threads(s.level, s.dim)
+    ctype = "long" if kernel.long_indices else "int"
     if threads == n:
-        code.line(f"int {name} = {query}({s.dim});  // {s.label}")
+        code.line(f"{ctype} {name} = {query}({s.dim});  // {s.label}")
         _print_body(s.body, kernel, code, index)
         return
     if threads > n:
-        code.open(f"for (int {name} = {query}({s.dim}); {name} < {n}; {name} += {threads})")
+        code.open(f"for ({ctype} {name} = {query}({s.dim}); {name} < {n}; {name} += {threads})")
         code.comment(f"{s.label} ({threads} in the launch: at most one each)")
     else:
-        code.open(f"for (int {name} = {query}({s.dim}); {name} < {n}; {name} += {count}({s.dim}))")
+        code.open(f"for ({ctype} {name} = {query}({s.dim}); {name} < {n}; {name} += {count}({s.dim}))")
         code.comment(s.label)
     _print_body(s.body, kernel, code, index)
     code.close()

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from ..arith import c_name
 from ..device import Device
-from ..errors import CodegenError
+from ..errors import CodegenError, SizeError
 from ..ir import Let, Node, Prim, PVar, walk
 from ..primitives import PRIMITIVES, is_view
 from ..typecheck import TypedProgram, typecheck
@@ -126,6 +126,10 @@ def generate(
 ) -> GeneratedProgram:
     """Compile a low-level program (with every size bound) to OpenCL kernels and a launch plan."""
     device = device or Device()
+    for name, value in (sizes or {}).items():
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, int) and not -2**63 <= v < 2**63:
+                raise SizeError(f"size {name} = {v} is not a machine integer (a kernel's sizes are 64-bit)")
     typed = typecheck(program, sizes or {})
     fun = typed.program.function(function)
     unknown = _unknown_sizes(typed, fun.name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -27,7 +28,7 @@ from ..runtime import KernelTimes, TimedByKernels
 from ..tuning import Best, ProgramTask, TuningDB, default_db_path, tune_task
 from . import winograd
 from .layers import ConvLayer, layer as named_layer
-from .reference import conv2d_error, im2col_bytes
+from .reference import conv2d_compare, im2col_bytes
 from .winograd import winograd_task
 
 #: the layer's algorithms: conv2d.lift's direct sum, and Winograd's F(2x2, 3x3) where it applies; AUTO: each
@@ -210,7 +211,8 @@ class ConvPlan:
     def run(self, x, w, b=None, repeat: int = 1, warmup: int = 0, check: bool | None = None) -> ConvResult:
         """Run the program once on fresh device buffers. The first run of a plan (or any, with ``check``) is
         checked: its output and intermediate buffers filled with NaN first, its result compared with the
-        float64 reference at the tolerance of :func:`conv2d_tolerance`; a wrong result raises."""
+        float64 reference (:func:`~liftpy.nn.reference.conv2d_compare`: NaN and infinity compared by kind, numbers
+        at the tolerance of :func:`conv2d_tolerance`); a wrong result raises."""
         return self.bind(w, b).run(x, repeat=repeat, warmup=warmup, check=check, weights=(w, b))
 
 
@@ -238,17 +240,40 @@ class BoundConv:
         error = None
         if checking:
             w, b = weights
-            error = conv2d_error(output, x, np.asarray(w), b, L.stride, L.padding, L.dilation, L.groups)
+            # Winograd's transforms spread a non-finite input over their whole block of outputs
+            block = (len(winograd.OUTPUT_1D),) * 2 if plan.algorithm == WINOGRAD else (1, 1)
+            compared = conv2d_compare(output, x, np.asarray(w), b, L.stride, L.padding, L.dilation, L.groups, block)
+            error = compared.error
             if not error <= 1:
-                raise LiftError(
-                    f"the program generated for {L.describe()} with {plan.config} differs from the reference: its "
-                    f"largest error is {error:.3g} times the float32 tolerance"
-                )
+                found = compared.mismatch or f"its largest error is {error:.3g} times the float32 tolerance"
+                raise LiftError(f"the program generated for {L.describe()} with {plan.config} differs from the "
+                                f"reference: {found}")
             plan.checked = self.checked = True
         return ConvResult(output, result.times, error)
 
 
-_PLANS: dict[tuple, ConvPlan] = {}
+#: how many compiled plans are kept (each holds its kernels; a Conv2d's binding of one, its device buffers): the
+#: least recently used is dropped when one more is made, so a network meeting many input shapes stays bounded
+PLAN_CACHE_SIZE = 16
+
+_PLANS: OrderedDict[tuple, ConvPlan] = OrderedDict()  # least recently used first
+
+
+def set_plan_cache_size(size: int) -> None:
+    """Keep at most ``size`` (at least 1) compiled plans, and as many bindings in each :class:`Conv2d`; the
+    least recently used are dropped first (the plans now, a Conv2d's bindings at its next new shape)."""
+    global PLAN_CACHE_SIZE
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise InputError(f"the plan cache's size must be a positive integer, got {size!r}")
+    PLAN_CACHE_SIZE = int(size)
+    _bounded(_PLANS)
+
+
+def _bounded(cache: OrderedDict) -> OrderedDict:
+    """``cache`` with its least recently used entries dropped down to PLAN_CACHE_SIZE."""
+    while len(cache) > PLAN_CACHE_SIZE:
+        cache.popitem(last=False)
+    return cache
 
 
 def best_in_database(database: TuningDB, layer: ConvLayer, device: str | None) -> Best | None:
@@ -319,6 +344,7 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
 
     dev = get_device(device)
     _check_algorithm(layer, algorithm, (DIRECT, WINOGRAD))
+    _check_fits(layer, dev)
     if algorithm == DIRECT:
         config = _check_config(config)
     elif config is None:
@@ -331,9 +357,27 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
         config = route_space(layer, dev).default() if config is None else route_task(layer).complete(config)
     chosen = config_key(config) if algorithm == DIRECT else tuple((s, config_key(c)) for s, c in sorted(config.items()))
     key = (layer, algorithm, chosen, dev.int_ptr)
-    if key not in _PLANS:
+    if key in _PLANS:
+        _PLANS.move_to_end(key)
+    else:
         _PLANS[key] = _route_plan(layer, config, dev) if algorithm == DIRECT else _winograd_plan(layer, config, dev)
+        _bounded(_PLANS)
     return _PLANS[key]
+
+
+def _check_fits(layer: ConvLayer, device) -> None:
+    """Refuse, naming it, a layer's array -- its images, its weights, its output -- larger than one buffer the
+    device allocates: every program of the layer holds each whole, so no configuration runs it (the route would
+    only find that none is valid)."""
+    L, limit = layer, device.max_mem_alloc_size
+    arrays = {"input": (L.batch, L.channels, L.height, L.width), "weights": L.weight_shape,
+              "output": (L.batch, L.kernels, L.out_height, L.out_width)}
+    for name, shape in arrays.items():
+        size = 4 * int(np.prod(shape, dtype=object))
+        if size > limit:
+            raise ConstraintError(f"{L.describe()}, batch {L.batch}: its {name} ({'x'.join(map(str, shape))} floats, "
+                                  f"{size / 2**20:,.0f} MiB) is larger than the largest buffer the device allocates "
+                                  f"({limit / 2**20:,.0f} MiB on {device.name.strip()})")
 
 
 def _winograd_plan(layer: ConvLayer, config: Mapping[str, Mapping[str, int]], device) -> ConvPlan:
@@ -436,10 +480,12 @@ class Conv2d:
 
     For each input shape it meets (or ``input_shape`` given here, to do it now) it compiles the layer's
     program once, uploads the weights once (the program's kernels that relay them run then), and keeps its
-    device buffers; a call only passes the images in and the output out -- without copying either on a device
-    that shares the host's memory. The first call of each shape (its output buffers filled with NaN) is
-    checked against the float64 reference. ``last_run`` tells what the last call cost. Without ``config``: the
-    tuning database's best configuration for the layer (``db``), else the route's default (see :func:`plan`)."""
+    device buffers -- for the PLAN_CACHE_SIZE shapes last used (16, :func:`set_plan_cache_size`); a call only
+    passes the images in and the output out -- without copying either on a device that shares the host's memory.
+    The first call of each shape (its output buffers filled with NaN) is checked against the float64 reference
+    (NaN and infinity in the data compared by kind). ``last_run`` tells what the last call cost. Without
+    ``config``: the tuning database's best configuration for the layer (``db``), else the route's default (see
+    :func:`plan`)."""
 
     def __init__(self, weights, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
                  config: Mapping[str, int] | None = None, device=None, db=None,
@@ -454,7 +500,7 @@ class Conv2d:
         self.config = _check_config(config)
         self.device, self.db = device, db
         self.last_run: LayerCall | None = None
-        self._bound: dict[tuple[int, ...], BoundConv] = {}
+        self._bound: OrderedDict[tuple[int, ...], BoundConv] = OrderedDict()  # least recently used first
         if input_shape is not None:
             shape = tuple(input_shape)
             self._bind(shape if len(shape) == 4 else (1, *shape))
@@ -465,17 +511,22 @@ class Conv2d:
                            dilation=self.dilation, groups=self.groups)
         bound = plan(layer, self.config, self.device, db=self.db).bind(self.weight, self.bias)
         self._bound[shape] = bound
+        _bounded(self._bound)
         return bound
 
     @property
     def plans(self) -> list[ConvPlan]:
-        """The compiled plan of every input shape met so far."""
+        """The compiled plan of each input shape kept (the PLAN_CACHE_SIZE most recently used), oldest first."""
         return [bound.plan for bound in self._bound.values()]
 
     def __call__(self, x) -> np.ndarray:
         start = time.perf_counter()
         x = _check_input(x, self.weight, self.groups)
-        bound = self._bound.get(x.shape) or self._bind(x.shape)
+        bound = self._bound.get(x.shape)
+        if bound is None:
+            bound = self._bind(x.shape)
+        else:
+            self._bound.move_to_end(x.shape)
         result = bound.run(x, check=not bound.checked, weights=(self.weight, self.bias))
         self.last_run = LayerCall((time.perf_counter() - start) * 1e3, result.times, dict(bound.plan.config),
                                   result.max_error)
@@ -522,6 +573,6 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
     return plan(layer, config, device, db=db).run(x, w, b).output  # checked on the plan's first run
 
 
-__all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "ConvPlan", "ConvResult", "make_layer",
-           "normalize_padding", "route_task", "route_space", "layer_tasks", "best_in_database", "best_known",
-           "resolve_layer", "tune_layer", "fastest", "DIRECT", "WINOGRAD", "AUTO"]
+__all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "set_plan_cache_size", "ConvPlan", "ConvResult",
+           "make_layer", "normalize_padding", "route_task", "route_space", "layer_tasks", "best_in_database",
+           "best_known", "resolve_layer", "tune_layer", "fastest", "DIRECT", "WINOGRAD", "AUTO"]

@@ -4,10 +4,16 @@ Nothing is lost on a crash or Ctrl-C: every trial is committed on its own. The s
 (``meta.schema_version``): an older database is migrated when it is opened for writing and read as it is when
 opened to read (``readonly``: the results shipped in ``benchmarks/results/`` stay as they were measured); a newer
 one is refused rather than misread.
+
+Nor is a measurement lost to the database itself: a damaged file, or one that cannot be written, is refused when
+it is opened (a check of its pages; a write taken back), before any trial; a write that fails mid-run keeps its
+trial in ``<db>.recovered.jsonl``, stored when the database is next opened to write; every sqlite error becomes a
+:class:`~liftpy.errors.DatabaseError` naming the file.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import statistics
@@ -17,13 +23,17 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
-from ..errors import InputError
+from ..errors import DatabaseError, InputError
 from .program import ROUTE
 
 if TYPE_CHECKING:
     from .program import ProgramTask
 
 SCHEMA_VERSION = 4
+#: how long a statement waits for another connection's lock before SQLite says the database is locked
+BUSY_TIMEOUT_S = 30.0
+#: the pauses (seconds) before a write refused as locked is tried again; then its trial is kept aside
+WRITE_RETRIES = (0.1, 0.5, 2.0)
 #: what each older schema lacks, changed in place when such a database is opened for writing (no trial is lost)
 _MIGRATIONS = {
     1: ["ALTER TABLE trials ADD COLUMN check_seed INTEGER"],
@@ -238,36 +248,73 @@ def joined(task: "ProgramTask", stages: Sequence[Best]) -> Best:
                 tuple(trial for stage in stages for trial in stage.trials), tuple(stages))
 
 
+def _guarded(doing: str):
+    """A TuningDB method whose sqlite errors become a DatabaseError naming the file, what was being done and why."""
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except sqlite3.Error as e:
+                raise self._failed(doing, e) from None
+        return guarded
+    return wrap
+
+
+def _locked(error: sqlite3.Error) -> bool:
+    """Whether SQLite refused because another connection holds the database (worth trying again)."""
+    return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or \
+        "database is locked" in str(error)
+
+
+def _plain(value):
+    """A value JSON cannot write (a numpy number) as one it can."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
 class TuningDB:
     """The database at ``path``: made when missing and migrated to this schema, unless opened ``readonly``
-    (then read as it is, whatever schema it has, and never written)."""
+    (then read as it is, whatever schema it has, and never written). Opened to write, it is checked writable and
+    the trials kept aside by a failed write (:meth:`record`) are brought back (how many: ``recovered``)."""
 
     def __init__(self, path: str | Path, readonly: bool = False):
         self.path = Path(path)
         self.readonly = readonly
+        self.recovered = 0
         if not readonly and self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._refuse_foreign_file()
+        self.conn = None
         try:
-            self.conn = self._connect()
-            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if tables and "meta" not in tables:  # another program's database: never write into it
+            self._open()
+            if not readonly:
+                self._probe_write()
+                self.recovered = self._bring_back()
+        except BaseException as e:
+            if self.conn is not None:
                 self.conn.close()
-                raise InputError(f"{self.path}: an SQLite database, but not a liftpy tuning database (its tables: "
-                                 f"{', '.join(sorted(tables))}); give another --db")
-            if readonly and not tables:  # an empty file: read as an empty database
-                self.conn.close()
-                self.conn = sqlite3.connect(":memory:")
-            if not readonly or not tables:
-                self.conn.executescript(_SCHEMA)
-            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.DatabaseError as e:
-            if "unable to open database file" in str(e):  # sqlite: a path it can neither open nor create (/proc/x)
-                raise InputError(f"{self.path}: cannot open or create it") from None
-            raise InputError(f"{self.path}: not a liftpy tuning database ({e})") from None
+            if isinstance(e, sqlite3.Error):
+                raise self._unopened(e) from None
+            raise
+
+    def _open(self) -> None:
+        """Connect, check the pages, refuse another program's database or a newer schema, migrate an older one."""
+        readonly = self.readonly
+        self.conn = self._connect()
+        self._check_intact()
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "meta" not in tables:  # another program's database: never write into it
+            raise DatabaseError(f"{self.path}: an SQLite database, but not a liftpy tuning database (its tables: "
+                                f"{', '.join(sorted(tables))}); give another --db")
+        if readonly and not tables:  # an empty file: read as an empty database
+            self.conn.close()
+            self.conn = sqlite3.connect(":memory:")
+        if not readonly or not tables:
+            self.conn.executescript(_SCHEMA)
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = SCHEMA_VERSION if row is None else int(row[0])
         if version > SCHEMA_VERSION or (version < SCHEMA_VERSION and version not in _MIGRATIONS):
-            raise InputError(f"{self.path}: tuning database schema {version}, this liftpy reads {SCHEMA_VERSION}")
+            raise DatabaseError(f"{self.path}: tuning database schema {version}, this liftpy reads {SCHEMA_VERSION}")
         if row is None and not readonly:
             self.conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self.conn.commit()
@@ -281,10 +328,56 @@ class TuningDB:
 
     def _connect(self) -> sqlite3.Connection:
         if not self.readonly:
-            return sqlite3.connect(str(self.path), timeout=30)
+            return sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
         if not self.path.is_file():
-            raise InputError(f"{self.path}: no such tuning database")
-        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            raise DatabaseError(f"{self.path}: no such tuning database")
+        return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+
+    def _check_intact(self) -> None:
+        """SQLite's check of every page, before anything is read or written: a damaged page is refused at once
+        rather than met mid-run (a read may miss it and answer from the rest; a write into it spreads it).
+        Milliseconds: 16 ms for the largest file in benchmarks/results/."""
+        problems = [row[0] for row in self.conn.execute("PRAGMA quick_check(1)")]
+        if problems != ["ok"]:  # "*** in database main ***\nPage 12: btreeInitPage() returns error code 11"
+            where = "; ".join(line for line in problems[0].splitlines() if not line.startswith("***"))
+            raise sqlite3.DatabaseError(f"database disk image is malformed: {where}")
+
+    def _probe_write(self) -> None:
+        """A write taken back, before any trial: a file SQLite reads but cannot write (read-only or immutable,
+        on a read-only disk, in a directory where its journal cannot be made, locked by another connection) is
+        refused here, not at the first trial's record."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('write_probe', '')")
+        except sqlite3.Error as e:
+            raise self._failed("write it", e) from None
+        finally:
+            self._rollback()
+
+    def _failed(self, doing: str, error: sqlite3.Error) -> DatabaseError:
+        """``error``, met while ``doing``, as a liftpy error naming the file."""
+        cause = str(error)
+        if "malformed" in cause:
+            return DatabaseError(f"{self.path}: the file is damaged ({cause}); restore it from a copy, or give "
+                                 f"another --db")
+        if _locked(error):
+            cause += " by another connection"
+        return DatabaseError(f"{self.path}: cannot {doing} ({cause})")
+
+    def _unopened(self, error: sqlite3.Error) -> DatabaseError:
+        """An sqlite error met while opening the database, as a liftpy error naming the file."""
+        if "unable to open database file" in str(error):  # a path it can neither open nor create (/proc/x)
+            return DatabaseError(f"{self.path}: cannot open or create it")
+        if "file is not a database" in str(error):
+            return DatabaseError(f"{self.path}: not a liftpy tuning database ({error})")
+        # making or migrating the schema writes: a read-only file is refused as the write probe refuses it
+        return self._failed("write it" if "readonly" in str(error) else "open it", error)
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.rollback()
+        except sqlite3.Error:  # nothing to take back, or the connection is past it: the error at hand says why
+            pass
 
     def _column(self, name: str) -> str:
         """A trials column as this database names it (an older schema's name, or NULL where it lacks it)."""
@@ -299,36 +392,122 @@ class TuningDB:
             with open(self.path, "rb") as f:
                 header = f.read(16)
             if header != b"SQLite format 3\x00":
-                raise InputError(f"{self.path}: not a liftpy tuning database (not an SQLite file); give another --db")
+                raise DatabaseError(f"{self.path}: not a liftpy tuning database (not an SQLite file); give another "
+                                    f"--db")
 
+    @_guarded("close it")
     def close(self):
         self.conn.close()
 
     # -------------------------------------------------------------------------------- writing
+    @property
+    def recovery_path(self) -> Path:
+        """Where a write that fails keeps its trial, a line of JSON each: ``<db>.recovered.jsonl``."""
+        return self.path.with_name(self.path.name + ".recovered.jsonl")
+
     def record(self, subject: Subject, algorithm: str, config: dict, device: dict, result: dict) -> None:
-        """Store one finished trial and commit it at once."""
+        """Store one finished trial and commit it at once (:meth:`_store`: a failed write keeps it aside)."""
+        self._store({"op": "record", "task_key": subject.key, "label": subject.label, "algorithm": algorithm,
+                     "config": dict(config), "device": dict(device), "result": dict(result),
+                     "created": time.strftime("%Y-%m-%d %H:%M:%S")})
+
+    def _store(self, entry: dict) -> None:
+        """Write ``entry`` (a trial, or a trial's new measurements) and commit it. Refused because another
+        connection holds the database, it is tried again after each of WRITE_RETRIES' pauses; failing still, it
+        is kept as a line of JSON in :attr:`recovery_path` (else in the working directory, else in the message)
+        and a DatabaseError says where: a measurement is never lost to the database, and the run stops."""
+        for pause in (*WRITE_RETRIES, None):
+            try:
+                self._apply(entry)
+                self.conn.commit()
+                return
+            except sqlite3.Error as e:
+                error = e
+                self._rollback()
+                if pause is None or not _locked(e):
+                    break
+                time.sleep(pause)
+        what = "the trial" if entry["op"] == "record" else "the trial's new measurements"
+        raise DatabaseError(f"{self._failed(f'store {what}', error).message}; {self._keep_aside(entry, what)}")
+
+    def _keep_aside(self, entry: dict, what: str) -> str:
+        """Append ``entry`` to the recovery file beside the database, else to one of that name in the working
+        directory; where it went, for the message."""
+        line = json.dumps(entry, default=_plain, ensure_ascii=False)
+        for place in (self.recovery_path, Path.cwd() / self.recovery_path.name):
+            try:
+                with open(place, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
+            except OSError:
+                continue
+            if place == self.recovery_path:
+                return f"{what} is kept in {place}, and stored when the database is next opened to write"
+            return f"{what} is kept in {place}: move it to {self.recovery_path} to store it there"
+        return f"it could not be kept in a file either: {line}"
+
+    def _bring_back(self) -> int:
+        """Store what failed writes kept in :attr:`recovery_path`, in the order they were kept, in one
+        transaction, then remove the file; how many entries. A line that is no such entry refuses the database,
+        the file left to be mended: nothing is dropped."""
+        kept = self.recovery_path
+        if not kept.is_file():
+            return 0
+        try:
+            lines = [line for line in kept.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, UnicodeDecodeError) as e:
+            raise DatabaseError(f"{kept}: cannot read the trials kept there ({getattr(e, 'strerror', None) or e})") \
+                from None
+        number = 0
+        try:
+            for number, line in enumerate(lines, 1):
+                self._apply(json.loads(line))
+            self.conn.commit()
+        except sqlite3.Error as e:
+            self._rollback()
+            raise self._failed(f"store the trials kept in {kept}", e) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            self._rollback()
+            raise DatabaseError(f"{kept}:{number}: not a trial kept by liftpy ({e!r}); mend or remove the line") \
+                from None
+        try:
+            kept.unlink()
+        except OSError as e:
+            raise DatabaseError(f"{kept}: its trials are stored in {self.path} now, but it cannot be removed "
+                                f"({e.strerror or e}): remove it, or they are stored again") from None
+        return len(lines)
+
+    def _apply(self, entry: dict) -> None:
+        """Execute a kept write (uncommitted)."""
+        {"record": self._insert, "remeasured": self._remeasure}[entry["op"]](entry)
+
+    def _insert(self, entry: dict) -> None:
         from .. import __version__
 
+        config, device, result = entry["config"], entry["device"], entry["result"]
         self.conn.execute(
             "INSERT OR REPLACE INTO trials (task_key, label, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
             "seconds, created, check_seed, moved_bytes) VALUES (" + ", ".join("?" * 20) + ")",
-            (subject.key, subject.label, algorithm, config_key(config),
+            (entry["task_key"], entry["label"], entry["algorithm"], config_key(config),
              device["name"], device["driver"], device["platform"], __version__, result["status"],
              result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
              json.dumps(result.get("stage_ms", {})), result.get("memory_bytes"), result.get("max_error"),
              json.dumps(result.get("source_hashes", {})), result.get("seconds"),
-             time.strftime("%Y-%m-%d %H:%M:%S"), result.get("check_seed"), result.get("moved_bytes")),
+             entry["created"], result.get("check_seed"), result.get("moved_bytes")),
         )
-        self.conn.commit()
 
     def remeasured(self, subject: Subject, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
         """New measurements of a correct trial, taken in rounds, in turns with its rivals: its time becomes the
         median of the new medians (taken at the same times as its rivals'; the median, not the slowest: one slow
         spell would sink a trial, benchmarks/results/notes-tuning.md), its runs those of all; a wrong new result
-        makes it wrong."""
+        makes it wrong. Stored as :meth:`record` stores a trial."""
+        self._store({"op": "remeasured", "task_key": subject.key, "label": subject.label, "algorithm": algorithm,
+                     "config": dict(config), "device": device, "results": [dict(r) for r in results]})
+
+    def _remeasure(self, entry: dict) -> None:
         where = "task_key = ? AND algorithm = ? AND config = ? AND device = ?"
-        trial = (subject.key, algorithm, config_key(config), device)
+        trial = (entry["task_key"], entry["algorithm"], config_key(entry["config"]), entry["device"])
+        algorithm, config, results = entry["algorithm"], entry["config"], entry["results"]
         row = self.conn.execute(f"SELECT time_ms, times_ms, cause FROM trials WHERE {where}", trial).fetchone()
         if row is None:
             raise KeyError(f"no trial of {algorithm} {config} to measure again")
@@ -345,20 +524,22 @@ class TuningDB:
                 f"its rivals, medians " + ", ".join(f"{m:.3f}" for m in medians) + " ms"
         self.conn.execute(f"UPDATE trials SET status = ?, cause = ?, time_ms = ?, times_ms = ? WHERE {where}",
                           (status, cause, time_ms, json.dumps(times), *trial))
-        self.conn.commit()
 
+    @_guarded("store a trial's data movement")
     def set_moved_bytes(self, subject: Subject, algorithm: str, config: dict, device: str, moved: int) -> None:
         """A trial's data-movement figure, computed after it was measured (``scripts/fill_moved_bytes.py``)."""
         self.conn.execute("UPDATE trials SET moved_bytes = ? WHERE task_key = ? AND algorithm = ? AND config = ? "
                           "AND device = ?", (moved, subject.key, algorithm, config_key(config), device))
         self.conn.commit()
 
+    @_guarded("store a baseline")
     def record_baseline(self, subject: Subject, device: str, name: str, time_ms: float, memory_bytes: int | None):
         self.conn.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?)",
                           (subject.key, device, name, time_ms, memory_bytes, time.strftime("%Y-%m-%d %H:%M:%S")))
         self.conn.commit()
 
     # -------------------------------------------------------------------------------- reading
+    @_guarded("read it")
     def trials(self, subject: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         columns = ("task_key", "label", "algorithm", "config", "device", "status", "cause", "time_ms",
@@ -375,6 +556,7 @@ class TuningDB:
                              row[9], json.loads(row[10] or "{}"), row[11], row[12], row[13]))
         return out
 
+    @_guarded("read it")
     def source_hashes(self, subject: Subject, algorithm: str, config: dict, device: str) -> dict[str, str]:
         """The hashes of the kernel sources a trial ran, as recorded with it (empty if none were)."""
         row = self.conn.execute(f"SELECT source_hashes FROM trials WHERE {self._column('task_key')} = ? AND "
@@ -392,6 +574,7 @@ class TuningDB:
             return None if None in found else joined(task, found)
         return best_of(task, self.trials(task, device, algorithm=ROUTE))
 
+    @_guarded("read it")
     def baselines(self, subject: Subject, device: str) -> dict[str, tuple[float, int | None]]:
         rows = self.conn.execute("SELECT name, time_ms, memory_bytes FROM baselines WHERE layer = ? AND device = ?",
                                  (subject.key, device))

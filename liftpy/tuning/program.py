@@ -57,10 +57,29 @@ class ProgramTask:
         unknown = [c for c in task.constants if c not in names]
         if unknown:
             raise InputError(f"{', '.join(unknown)}: not an input of {fun.name} (its inputs: {', '.join(sorted(names))})")
-        from ..interpreter import random_inputs
+        from ..interpreter import input_shapes
 
-        random_inputs(program, task.size_map, 0, function)  # every size given: else a clear error now
+        input_shapes(program, task.size_map, function)  # every size given: else a clear error now (nothing drawn)
         return task
+
+    def check_memory(self, device=None) -> None:
+        """Refuse (:class:`~liftpy.errors.ResourceError`) a task whose trials cannot fit, before any is run: the
+        host holds a trial's inputs (drawn in double precision) and two outputs (the trial's and the reference's),
+        and the device each input and the output, every one within its largest allocation."""
+        from ..codegen.memory import footprint
+        from ..interpreter import check_host_memory
+        from ..runtime import check_device_memory, get_device
+        from ..typecheck import typecheck
+
+        fun = self.load().function(self.function)
+        parts = footprint(typecheck(self.load(), self.size_map), fun.name)
+        inputs = [(p.name, p.bytes) for p in parts if p.role == "input"]
+        output = next(p.bytes for p in parts if p.role == "output")
+        largest = max(inputs, key=lambda need: need[1], default=("", 0))
+        check_host_memory(f"tuning {fun.name}", self.size_map,
+                          inputs + [(f"drawing {largest[0]} (float64)", 2 * largest[1]), ("output", output),
+                                    ("the reference's output", output)])
+        check_device_memory(f"tuning {fun.name}", self.size_map, inputs + [("output", output)], get_device(device))
 
     def load(self):
         """The program tuned: the file's, or the stage's program."""
@@ -186,13 +205,25 @@ def reduced_sizes(task: ProgramTask, target: int = 6) -> dict[str, object]:
     return sizes
 
 
-def close_to(got: np.ndarray, expected: np.ndarray) -> float:
-    """The largest difference in units of the tolerance (float32 rounding at the output's scale; NaN: inf)."""
+def kinds_differ(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Where two arrays of one shape hold values of different kinds -- the rule of every check against a
+    reference: NaN and infinity are data, so a NaN matches a NaN, an infinity the same-signed infinity, a
+    number a number (whose difference the check's tolerance judges); anything else is a wrong result."""
     got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
-    if got.shape != expected.shape:
+    same = (np.isfinite(got) & np.isfinite(expected)) | (np.isnan(got) & np.isnan(expected)) \
+        | (np.isinf(got) & (got == expected))
+    return ~same
+
+
+def close_to(got: np.ndarray, expected: np.ndarray) -> float:
+    """The largest difference in units of the tolerance (float32 rounding at the output's scale), the values
+    compared by kind first (:func:`kinds_differ`: a kind that differs, such as a never-written NaN where a
+    number is expected, is inf); the scale is the finite values'."""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
+    if got.shape != expected.shape or kinds_differ(got, expected).any():
         return float("inf")
-    if not np.all(np.isfinite(got)):
-        return float("inf")
+    finite = np.isfinite(expected)
+    got, expected = got[finite], expected[finite]
     scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
     tolerance = 1e-4 * np.abs(expected) + 1e-5 * scale
     return float(np.max(np.abs(got - expected) / tolerance, initial=0.0))

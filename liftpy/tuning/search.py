@@ -250,6 +250,7 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
     from .program import check_reference
 
     _check_budget(trials, repeat, confirm, timeout)
+    task.check_memory(device)  # a trial's inputs and outputs fit the host and the device, before any is drawn
     stages = task.stages()
     if len(stages) > 1:
         if sampler is not None:
