@@ -248,6 +248,15 @@ def input_shapes(program: Program, sizes: Mapping[str, object], function: str | 
     return shapes
 
 
+def drawing_needs(inputs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The host memory drawing random ``inputs`` (name, float32 bytes) takes: each, and the largest once more,
+    drawn in double precision before it is rounded."""
+    if not inputs:
+        return []
+    name, largest = max(inputs, key=lambda need: need[1])
+    return [*inputs, (f"drawing {name} (float64)", 2 * largest)]
+
+
 def random_inputs(program: Program, sizes: Mapping[str, object], seed: int, function: str | None = None,
                   given: Mapping[str, object] | None = None) -> dict[str, np.ndarray]:
     """Standard-normal float32 inputs for a function's array parameters not ``given``, their shapes from the
@@ -257,10 +266,7 @@ def random_inputs(program: Program, sizes: Mapping[str, object], seed: int, func
 
     inputs = dict(given or {})
     shapes = {name: shape for name, shape in input_shapes(program, sizes, function).items() if name not in inputs}
-    needs = [(name, SCALAR_BYTES * math.prod(shape)) for name, shape in shapes.items()]
-    if needs:  # each is drawn in double precision, then rounded
-        name, largest = max(needs, key=lambda need: need[1])
-        needs.append((f"drawing {name} (float64)", 2 * largest))
+    needs = drawing_needs([(name, SCALAR_BYTES * math.prod(shape)) for name, shape in shapes.items()])
     check_host_memory(f"random inputs of {program.function(function).name}", sizes, needs)
     rng = np.random.default_rng(seed)
     for name, shape in shapes.items():

@@ -67,7 +67,7 @@ class ProgramTask:
         host holds a trial's inputs (drawn in double precision) and two outputs (the trial's and the reference's),
         and the device each input and the output, every one within its largest allocation."""
         from ..codegen.memory import footprint
-        from ..interpreter import check_host_memory
+        from ..interpreter import check_host_memory, drawing_needs
         from ..runtime import check_device_memory, get_device
         from ..typecheck import typecheck
 
@@ -75,10 +75,8 @@ class ProgramTask:
         parts = footprint(typecheck(self.load(), self.size_map), fun.name)
         inputs = [(p.name, p.bytes) for p in parts if p.role == "input"]
         output = next(p.bytes for p in parts if p.role == "output")
-        largest = max(inputs, key=lambda need: need[1], default=("", 0))
         check_host_memory(f"tuning {fun.name}", self.size_map,
-                          inputs + [(f"drawing {largest[0]} (float64)", 2 * largest[1]), ("output", output),
-                                    ("the reference's output", output)])
+                          drawing_needs(inputs) + [("output", output), ("the reference's output", output)])
         check_device_memory(f"tuning {fun.name}", self.size_map, inputs + [("output", output)], get_device(device))
 
     def load(self):

@@ -110,11 +110,6 @@ def block_parameter(level: str) -> str:
     return BLOCK_PARAMETER + level
 
 
-def is_route_parameter(name: str) -> bool:
-    """Whether a tuning parameter is one the route introduces (a block, a vector width...)."""
-    return name.startswith(BLOCK_PARAMETER) or name in PARAMETERS
-
-
 @dataclass(frozen=True)
 class Level:
     """A spatial level of a nest that reduces: the name its map binds and its length."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from .choices import PARALLEL, RELAID, Level, Structure
+from .choices import PAD_COPIED, PAD_ROTATED, PARALLEL, RELAID, Level, Structure
 
 if TYPE_CHECKING:
     from .space import RouteSpace
@@ -147,9 +147,9 @@ def default(space: "RouteSpace") -> dict[str, int]:
     pixels side by side, as the vectors read them). Elsewhere :func:`inner_default`."""
     inner = inner_default(space)
     if space.pads:
-        relaid = [{**c, "pad_copy": 1} for c in (fitting_registers(space, c) for c in outer_vectors(space, inner))
-                  if c["vector_outer"] == RELAID]
-        rotated = [{**inner, "pad_copy": 2}] if inner["vector"] and space.rotates else []
+        fitting = (fitting_registers(space, c) for c in outer_vectors(space, inner))
+        relaid = [{**c, "pad_copy": PAD_COPIED} for c in fitting if c["vector_outer"] == RELAID]
+        rotated = [{**inner, "pad_copy": PAD_ROTATED}] if inner["vector"] and space.rotates else []
         for config in relaid + rotated:
             if space.valid(config):
                 return config
@@ -169,9 +169,9 @@ def starting_points(space: "RouteSpace") -> list[dict[str, int]]:
     inner = inner_default(space)
     outer = outer_vectors(space, inner)
     relaid = [c for c in outer if c["vector_outer"] == RELAID]
-    rotated = [{**c, "pad_copy": 2} for c in relaid] if space.rotates else []
-    rotated_inner = [{**inner, "pad_copy": 2}] if inner["vector"] and space.rotates else []
-    copied = [{**c, "pad_copy": 1} for c in relaid] + rotated + rotated_inner
+    rotated = [{**c, "pad_copy": PAD_ROTATED} for c in relaid] if space.rotates else []
+    rotated_inner = [{**inner, "pad_copy": PAD_ROTATED}] if inner["vector"] and space.rotates else []
+    copied = [{**c, "pad_copy": PAD_COPIED} for c in relaid] + rotated + rotated_inner
     first = default(space)
     targets = accumulator_targets(space.device)
     grown = [f for target in targets

@@ -29,7 +29,7 @@ from ..strategies import (
     topDown,
     when,
 )
-from .choices import BLOCK_PARAMETER, PAD_ROTATED, PAD_SELECT, RELAID, Level, Structure, block_parameter
+from .choices import BLOCK_PARAMETER, PAD_COPIED, PAD_ROTATED, PAD_SELECT, RELAID, Level, Structure, block_parameter
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,7 @@ class Sketches:
             return self.exists(dataclasses.replace(structure, local_memory=0)) \
                 and self.staged_words(structure) is not None
         if structure.pad_copy == PAD_ROTATED and structure not in self.made:  # where the copy is, rotated or not
-            return self.rotates and self.exists(dataclasses.replace(structure, pad_copy=1))
+            return self.rotates and self.exists(dataclasses.replace(structure, pad_copy=PAD_COPIED))
         if structure.pad_copy == PAD_SELECT and structure not in self.made:  # where the view is
             return self.exists(structure.viewed)
         if structure.reorder and structure not in self.made:
