@@ -3,8 +3,9 @@ against PyTorch's ``F.conv2d`` (padding inside the call), interleaved in rounds 
 
     python benchmarks/vgg16.py [--trials 40] [--db tuning.sqlite] [--layers vgg16.2,vgg16.7] [--out FILE]
 
-1. Tuning: each layer's programs (``liftpy.tune``: the direct one and, for a 3x3 layer of stride 1,
-   Winograd's), ``--trials`` each, resuming what the database holds.
+1. Tuning: the layers' programs (the direct one and, for a 3x3 layer of stride 1, Winograd's) with one budget
+   of ``--trials`` per layer and program, which the task scheduler gives where the network's time gains the
+   most (``nn.tune_layers``), resuming what the database holds.
 2. The faster becomes an ``nn.Conv2d``, as a user's layer makes it; its first call is checked against the
    float64 reference.
 3. Rounds: layer by layer, each method rests (``quiesce``), is warmed up (``warm_up``), then called ``--repeat``
@@ -149,9 +150,12 @@ def main():
     print("\n".join(record), file=sys.stderr)
     device = device_info(get_device()).name
     names = args.layers.split(",")
-    for name in names if args.trials else ():  # --trials 0: the database as it is (building a space takes minutes)
-        print(f"{name}: tuning through the automatic route ({args.trials} trials)...", file=sys.stderr)
-        liftpy.tune(name, trials=args.trials, db=args.db)
+    if args.trials:  # --trials 0: the database as it is (building a space takes minutes)
+        print(f"tuning {len(names)} layers through the automatic route ({args.trials} trials per layer and "
+              "program, one budget)...", file=sys.stderr)
+        start = time.perf_counter()
+        nn.tune_layers(names, trials=args.trials, db=args.db)
+        print(f"tuned in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 
     layers = []
     database = TuningDB(args.db)
@@ -170,7 +174,7 @@ def main():
         methods = {k: v for k, v in methods.items() if v is not None}
         for call in methods.values():
             call(x)  # warm-up (PyTorch picks its algorithm, numpy touches its buffers)
-        layers.append((name, spec, tried, layer, methods, (x, w, b)))
+        layers.append((name, spec, tried, layer, methods, (x, w, b), known.time_ms))
     database.close()
 
     calls: dict[tuple[str, str], list[float]] = {}
@@ -178,7 +182,7 @@ def main():
     for round_ in range(args.rounds):
         quiesce()
         peaks.append(fma_peak())
-        for name, spec, tried, layer, methods, (x, w, b) in layers:
+        for name, spec, tried, layer, methods, (x, w, b), _ in layers:
             measured = {}
             quiesce()
             warm_up(lambda: layer(x))
@@ -203,12 +207,13 @@ def main():
     peak = max(peaks)
     baselines = [m for m in ("PyTorch", "numpy im2col", "naive OpenCL (kernels)", "CLBlast im2col+GEMM (kernels)")
                  if any((name, m) in median for name, *_ in layers)]
-    lines = [f"{'layer':9} {'algorithm':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'call/kern':>9} "
+    lines = [f"{'layer':9} {'algorithm':9} {'trials':>6} {'call ms':>8} {'kernels ms':>10} {'tuner ms':>8} "
+             f"{'kern/tuner':>10} {'call/kern':>9} "
              f"{'GFLOP/s':>8} {'MiB':>6} {'mem ratio':>9} {'of peak':>7}"
              + "".join(f" {m + ' ms':>{len(m) + 4}} {'ratio':>6}" for m in baselines)]
     totals = {kind: 0.0 for kind in ("call", "kernels", *baselines)}
     database = TuningDB(args.db)
-    for name, spec, tried, layer, methods, _ in layers:
+    for name, spec, tried, layer, methods, _, tuner_ms in layers:
         call_ms, kernel_ms = median[name, "liftpy call"], median[name, "liftpy kernels"]
         totals["call"] += call_ms
         totals["kernels"] += kernel_ms
@@ -216,7 +221,8 @@ def main():
         im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
         gflops = spec.flops / call_ms / 1e6
-        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} "
+        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {tuner_ms:8.2f} "
+                f"{kernel_ms / tuner_ms:10.2f} "
                 f"{call_ms / kernel_ms:9.3f} {gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} "
                 f"{gflops / peak:7.2f}")
         for m in baselines:
@@ -237,7 +243,9 @@ def main():
     gflops = {"liftpy whole calls": flops / call / 1e6, "liftpy kernels": flops / kernels / 1e6}
     if "PyTorch" in baselines:
         gflops["PyTorch"] = flops / totals["PyTorch"] / 1e6
-    lines.append(f"{'total':9} {'':9} {'':6} {call:8.2f} {kernels:10.2f} {call / kernels:9.3f} "
+    tuner = sum(layer[-1] for layer in layers)
+    lines.append(f"{'total':9} {'':9} {'':6} {call:8.2f} {kernels:10.2f} {tuner:8.2f} {kernels / tuner:10.2f} "
+                 f"{call / kernels:9.3f} "
                  f"{gflops['liftpy whole calls']:8.1f} {'':6} {'':9} {gflops['liftpy whole calls'] / peak:7.2f}"
                  + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / call:6.2f}" for m in baselines))
     rates = ", ".join(f"{label} {rate:.1f} GFLOP/s ({rate / peak:.0%})" for label, rate in gflops.items())
@@ -251,6 +259,7 @@ def main():
         "through the automatic route, the faster's best configuration in the tuning database (trials: both programs',",
         "there). call ms: liftpy's whole call, layer(x) on a prepared",
         "nn.Conv2d, numpy in and numpy out; kernels ms: the sum of its kernels' profiling events in the same calls;",
+        "tuner ms: the tuner's figure for its pick (the database's), kern/tuner: what the calls' kernels took against it;",
         "call/kern: their ratio; GFLOP/s from the whole call; ratio = baseline's time / liftpy's whole call (higher:",
         "liftpy faster). PyTorch and numpy are whole calls (numpy in, numpy out, padding inside); '(kernels)'",
         "baselines are kernel events only. mem ratio = im2col+GEMM bytes / liftpy's bytes. Medians over",

@@ -117,7 +117,8 @@ def tune(subject, trials: int = 100, db="tuning.sqlite", device=None, seed: int 
     """Auto-tune through the automatic route a program file at ``sizes``, or a convolution layer (a name such as
     "vgg16.7", a ConvLayer, or make_layer's arguments as a dict: liftpy/nn/conv2d.lift at its sizes); returns
     the best (liftpy.tuning.Best: ``.program``, ``.config``, ``.time_ms``, ``.compile()``): see
-    liftpy.tuning.tune_program and liftpy.nn.tune_layer."""
+    liftpy.tuning.tune_program and liftpy.nn.tune_layer. ``options``: liftpy.tuning.Tuner's (``repeat``: timing
+    rounds, ``batch``, ``timeout``, ``runner``: a RayRunner to tune on a cluster...)."""
     from .nn.conv import tune_layer
     from .tuning import tune_program
 

@@ -440,13 +440,16 @@ def cmd_tune(args) -> int:
 
 
 def _tune_layer(args, layer) -> int:
-    """A layer's programs (:func:`liftpy.nn.conv.layer_tasks`) each tuned as any program is; liftpy.nn finds
-    the faster in the database."""
-    from .nn.conv import WINOGRAD, fastest
+    """A layer's programs (:func:`liftpy.nn.conv.layer_tasks`) tuned with one budget; liftpy.nn finds the
+    faster in the database."""
+    from .nn.conv import WINOGRAD, layer_tasks, tune_layers
 
-    names = {"direct": "", "winograd": " as Winograd's F(2x2, 3x3)"}
-    best = fastest(layer, args.algorithm or "auto", lambda name, task: _tune_task(
-        args, task, f"{layer.describe()}{names[name]} through the automatic route"))
+    algorithm = args.algorithm or "auto"
+    tasks = layer_tasks(layer, algorithm)
+    runner = _prepare_tuning(args, [task for _, task in tasks], f"{layer.describe()} through the automatic route")
+    best = tune_layers([layer], args.trials, args.db, args.device, args.seed, algorithm,
+                       **_tuning_options(args, runner))[0]
+    _count_trials(args, best)
     rate = layer.flops / best.time_ms / 1e6
     algorithm = "Winograd's F(2x2, 3x3)" if best.name == WINOGRAD else "the direct program"
     print(f"best through the automatic route: {algorithm}, {best.time_ms:.3f} ms ({rate:.1f} GFLOP/s), "
@@ -456,34 +459,49 @@ def _tune_layer(args, layer) -> int:
 
 def _tune_program(args) -> int:
     from .pretty import pretty
+    from .tuning import tune_task
 
     task = _program_task(args, "file")
-    best = _tune_task(args, task, task.describe())
+    runner = _prepare_tuning(args, [task], task.describe())
+    best = tune_task(task, args.trials, args.db, args.device, args.seed, **_tuning_options(args, runner))
+    _count_trials(args, best)
     print(f"best: {best.time_ms:.3f} ms (kernel events), {best.config}")
     print(pretty(best.program).rstrip())
     return 0
 
 
-def _tune_task(args, task, what: str):
-    """Tune a program task through the automatic route, everything a user can get wrong -- the device, the
-    database -- refused first (before the line announcing the search); the trials counted; the best
-    (liftpy.tuning.Best)."""
+def _prepare_tuning(args, tasks, what: str):
+    """Everything a user can get wrong -- the device, the cluster, the database, trials that cannot fit --
+    refused first, before the line announcing the search; the Ray runner where ``--ray`` is given (else None:
+    the tuner's local runner)."""
     from .runtime import get_device
-    from .tuning.search import tune_task
 
-    get_device(args.device)
-    task.check_memory(args.device)  # trials that cannot fit: refused before the search is announced
+    runner = None
+    if args.ray:
+        from .tuning.distributed import RayRunner
+
+        runner = RayRunner(args.ray, device=args.device, timeout=args.timeout)
+    else:
+        get_device(args.device)
+        for task in tasks:
+            task.check_memory(args.device)  # trials that cannot fit: refused before the search is announced
     database = _tuning_db(args.db, create=True)  # damaged, unwritable: refused here, before any trial
     database.close()
     if database.recovered:  # what a failed write of an earlier run kept aside (TuningDB.record), stored now
         print(f"stored {database.recovered} measurements kept in {database.recovery_path}", file=sys.stderr)
-    print(f"tuning {what} on the {'default device' if args.device is None else args.device}, {args.trials} trials, "
-          f"database {args.db}", file=sys.stderr)
-    best = tune_task(task, trials=args.trials, db=args.db, device=args.device, seed=args.seed, repeat=args.repeat,
-                     timeout=args.timeout)
+    where = runner.describe() if runner is not None else \
+        f"the {'default device' if args.device is None else args.device}"
+    print(f"tuning {what} on {where}, {args.trials} trials, database {args.db}", file=sys.stderr)
+    return runner
+
+
+def _tuning_options(args, runner) -> dict:
+    return dict(repeat=args.repeat, timeout=args.timeout, batch=args.trials_per_batch, runner=runner)
+
+
+def _count_trials(args, best) -> None:
     ok = [t for t in best.trials if t.status == "ok"]
     print(f"{len(best.trials)} trials in {args.db}: {len(ok)} correct, {len(best.trials) - len(ok)} failed")
-    return best
 
 
 def _tuning_db(path, create: bool = False):
@@ -707,8 +725,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "of stride 1, Winograd's F(2x2, 3x3), and the layer runs the faster")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
-    p.add_argument("--repeat", type=positive_int, default=5, help="timed runs per trial (the median is kept)")
+    p.add_argument("--repeat", type=positive_int, default=5,
+                   help="timing rounds per trial, each of at least 25 ms, taken in turns with the other candidates "
+                        "of its batch (the median is kept)")
     p.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds before a trial counts as hung")
+    p.add_argument("--trials-per-batch", type=positive_int, default=8,
+                   help="candidates built ahead and measured together, their timing rounds in turns (default 8)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="tune on a Ray cluster (host:port of its head, or auto): one runner per OpenCL device of "
+                        "each node, the database here (pip install -e .[ray])")
 
     p = add("report", "the best configurations, failures and Pareto front of a tuning database", cmd_report)
     program_options(p, "program")

@@ -8,7 +8,7 @@ from liftpy.ir import Let
 from liftpy.rewrite.route import RouteSpace
 from liftpy.rewrite.stages import join_stages, split_stages
 from liftpy.tuning.program import ProgramTask
-from liftpy.tuning.search import stage_budgets
+from liftpy.tuning.tuner import HOISTED_TRIALS, task_slots
 from liftpy.tuning.db import TuningDB
 
 # three stages: weights scaled (reads only a constant: run once, when prepared), a padded 3-tap filter, and
@@ -82,11 +82,14 @@ def twoThenTranspose(xs: [[float]_n]_m) = {
     assert [s.name for s in split_stages(program)] == ["twoThenTranspose"]
 
 
-def test_the_trials_are_shared_among_the_stages_run_on_every_call(tmp_path):
-    stages = _task(tmp_path).stages()
-    assert [s.hoisted for s in stages] == [True, False, False]
-    assert stage_budgets(stages, 11) == [2, 5, 4]
-    assert stage_budgets(stages, 1) == [1, 1, 1]  # at least one each
+def test_a_staged_task_is_tuned_as_slots_the_stage_run_once_capped(tmp_path):
+    """Each stage a slot of the scheduler; the stage run once when the program is prepared (its speed costs
+    nothing per call) gets HOISTED_TRIALS at most and adds nothing to the time per call."""
+    task = _task(tmp_path)
+    slots = task_slots(task)
+    assert [s.task for s in slots] == list(task.stages())
+    assert [s.per_call for s in slots] == [False, True, True]
+    assert [s.cap for s in slots] == [HOISTED_TRIALS, None, None]
 
 
 def test_stages_lowered_apart_join_into_one_program_with_their_vals_renamed_apart():
@@ -115,7 +118,8 @@ def test_a_staged_program_is_tuned_stage_by_stage_and_its_best_joined(tmp_path):
     best = liftpy.tune(task.path, sizes=SIZES, trials=7, db=db, repeat=1, progress=False, confirm=1,
                        constants=("ws",))
     assert set(best.config) == {"scaled", "smoothed", "twoFilters"}
-    assert [len(t.trials) for t in best.stages] == [2, 3, 2]
+    counts = [len(t.trials) for t in best.stages]  # the stage run once its two; the scheduler shares the rest
+    assert counts[0] == HOISTED_TRIALS and sum(counts) == 7 and min(counts) >= 1, counts
     assert best.time_ms == sum(t.time_ms for t in best.stages[1:])  # the hoisted stage runs once
     xs, ws = _inputs(7)
     prepared = best.compile().prepare({"ws": ws})

@@ -167,12 +167,12 @@ def test_tune_asks_for_a_programs_sizes():
 def test_a_script_that_tunes_as_it_is_imported_gets_one_clear_error(tmp_path):
     """The tuner measures in a spawned process, which imports the user's script again: a script that tunes
     at its top level (no ``if __name__ == "__main__":``) made the worker tune too, and multiprocessing's
-    refusal then failed every trial, each with two tracebacks. Now the worker says why, and the search stops
-    after two workers failed to start, with one error."""
+    refusal then failed every trial, each with two tracebacks. Now the spawned process leaves quietly and the
+    tuner says why, in one error."""
     script = tmp_path / "tune_here.py"
     script.write_text(f"import liftpy\nliftpy.tune({str(CONV)!r}, sizes={CONV_SIZES!r}, trials=3, "
                       f"db={str(tmp_path / 't.sqlite')!r}, repeat=1, progress=False, confirm=0)\n")
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode != 0
-    assert 'if __name__ == "__main__":' in run.stderr and "2 times in a row" in run.stderr
+    assert 'if __name__ == "__main__":' in run.stderr and run.stderr.count("Traceback") == 1  # the script's own
     assert "AttributeError" not in run.stderr and run.stderr.count("bootstrapping phase") == 0

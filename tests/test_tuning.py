@@ -86,19 +86,23 @@ def test_the_check_tolerance_grows_with_the_reduction_length():
     assert tolerance[0, 1, 1, 0] == pytest.approx(expected + 45 * 2.0 ** -126, rel=1e-12)
 
 
-def test_every_trial_is_checked_on_inputs_of_its_own(tmp_path):
+def test_every_batch_is_checked_on_inputs_of_its_own(tmp_path):
+    """The candidates of a batch share inputs drawn for that batch (their buffers filled with NaN before each
+    checked run); two batches never share theirs, and each trial records its seed, so its check can be
+    repeated."""
     from liftpy.interpreter import random_inputs
 
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=4, db=db, seed=0, repeat=1, progress=False, confirm=0).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=0, repeat=1, progress=False, confirm=0,
+                         batch=3).trials
     seeds = [t.check_seed for t in trials]
-    assert None not in seeds and len(set(seeds)) == len(seeds)
+    assert None not in seeds and seeds[:3] == [seeds[0]] * 3 and seeds[3:] == [seeds[3]] * 3 != seeds[:3]
     task = nn.route_task(nn.make_layer(**SMALL))
 
     def inputs(seed):
         return random_inputs(task.load(), task.size_map, seed, task.function)
 
-    first, again, other = inputs(seeds[0]), inputs(seeds[0]), inputs(seeds[1])
+    first, again, other = inputs(seeds[0]), inputs(seeds[0]), inputs(seeds[3])
     assert all(np.array_equal(first[k], again[k]) for k in first)  # recorded: the check can be repeated
     assert not np.array_equal(first["input"], other["input"])
 
@@ -141,7 +145,7 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
     """A Python exception inside liftpy while preparing a trial (here: a fault hook that does not exist) is no
     device fault: nothing is recorded for it, its traceback goes to a file, and the run stops, non-zero."""
     from liftpy.errors import InternalError
-    from liftpy.tuning import measure
+    from liftpy.tuning import runner
 
     db = tmp_path / "t.sqlite"
     with pytest.raises(InternalError) as caught:
@@ -152,9 +156,9 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
     assert rows(db) == []  # a bug is not a trial's result
 
     # from the command line: one line naming the saved traceback, a non-zero exit (the worker is spawned,
-    # so the bug is planted in this process's measurer)
-    monkeypatch.setattr(measure.Measurer, "measure",
-                        lambda self, job: {"status": "bug", "cause": "Traceback (most recent call last):\nKeyError: 'σ'"})
+    # so the bug is planted in this process's runner)
+    monkeypatch.setattr(runner.LocalRunner, "_measure", lambda self, batch: {
+        i: {"status": "bug", "cause": "Traceback (most recent call last):\nKeyError: 'σ'"} for i in range(len(batch.builts))})
     assert main([*TUNE_SMALL, "--trials", "3", "--db", str(tmp_path / "u.sqlite"), "--repeat", "1"]) not in (0, None)
     err = capsys.readouterr().err
     assert "error: a bug in liftpy" in err and "KeyError" in err and "Traceback" not in err
@@ -468,15 +472,14 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
         runs = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
     for t in again:
         times = runs[t.algorithm, json.dumps(t.config, ensure_ascii=False)]
-        assert len(times) == 8  # four measurements of two runs: the search's, then three in turns with the rival
-        medians = [statistics.median(times[i:i + 2]) for i in (2, 4, 6)]
-        assert t.time_ms == pytest.approx(statistics.median(medians), rel=1e-6)
+        assert len(times) == 4  # two rounds in the search's batch, then two in turns with its rivals
+        assert t.time_ms == pytest.approx(statistics.median(times[2:]), rel=1e-6)
     # a later run does not measure again what has been measured again (a trial newly among the fastest it does)
     more = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
     assert {(t.algorithm, str(t.config), t.time_ms) for t in again} <= \
         {(t.algorithm, str(t.config), t.time_ms) for t in more if "measured again" in t.cause}
     with sqlite3.connect(db) as conn:
-        assert all(len(json.loads(t)) == 8 for t, cause in conn.execute("SELECT times_ms, cause FROM trials")
+        assert all(len(json.loads(t)) == 4 for t, cause in conn.execute("SELECT times_ms, cause FROM trials")
                    if "measured again" in cause)
 
 
@@ -503,7 +506,8 @@ def test_a_starting_point_near_the_fastest_is_measured_again_with_it(tmp_path):
     """One median can come from a slow spell of the machine: a starting point of the space (what the compiler
     expects to be good) whose first median is within SECOND_LOOK of the fastest's is measured again in turns
     with the fastest; a configuration as near that is not a starting point is not."""
-    from liftpy.tuning.search import SECOND_LOOK, device_record
+    from liftpy.tuning.runner import device_record
+    from liftpy.tuning.tuner import SECOND_LOOK
 
     layer = nn.make_layer(**SMALL)
     task = nn.route_task(layer)

@@ -19,13 +19,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ConstraintError, InputError, LiftError, NoCorrectTrial
+from ..errors import ConstraintError, InputError, LiftError
 from ..runtime import KernelTimes, TimedByKernels
-from ..tuning import Best, ProgramTask, TuningDB, default_db_path, tune_task
+from ..tuning import Best, ProgramTask, TuningDB, default_db_path, tune_groups
 from . import winograd
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_compare, im2col_bytes
@@ -311,26 +311,30 @@ def resolve_layer(layer_or_shapes) -> ConvLayer:
 
 def tune_layer(layer_or_shapes, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0,
                algorithm: str = AUTO, **options) -> Best:
-    """Tune a layer (:func:`resolve_layer`'s argument): each of its programs (:func:`layer_tasks`; ``algorithm``
-    AUTO for all, DIRECT or WINOGRAD for one) tuned by :func:`liftpy.tuning.tune_task` with ``trials`` and
-    ``options``. Returns the faster; :class:`Conv2d` and :func:`conv2d` then find it in the database."""
-    return fastest(resolve_layer(layer_or_shapes), algorithm,
-                   lambda name, task: tune_task(task, trials, db, device, seed, **options))
+    """Tune a layer (:func:`resolve_layer`'s argument): its programs (:func:`layer_tasks`; ``algorithm`` AUTO
+    for all, DIRECT or WINOGRAD for one), ``trials`` for each, with one budget (:func:`tune_layers`). Returns the
+    faster; :class:`Conv2d` and :func:`conv2d` then find it in the database."""
+    return tune_layers([layer_or_shapes], trials, db, device, seed, algorithm, **options)[0]
 
 
-def fastest(layer: ConvLayer, algorithm: str, tune_one: Callable[[str, ProgramTask], Best]) -> Best:
-    """The fastest of the layer's programs, each tuned by ``tune_one(algorithm, task)``, its algorithm in
-    ``name``. With AUTO, a program after the direct one (which computes every layer) that gets no correct
-    trial is left out, the reason said on stderr: the layer runs the others."""
-    tuned = []
-    for index, (name, task) in enumerate(layer_tasks(layer, algorithm)):
-        try:
-            tuned.append(dataclasses.replace(tune_one(name, task), name=name))
-        except NoCorrectTrial as e:
-            if algorithm != AUTO or index == 0:
-                raise
-            print(f"note: {name} left out: {e.message}", file=sys.stderr)
-    return min(tuned, key=lambda t: t.time_ms)
+def tune_layers(layers: Sequence, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0,
+                algorithm: str = AUTO, **options) -> list[Best]:
+    """Tune a network's layers with one budget -- ``trials`` per layer and program -- which the task scheduler
+    gives where the network's time gains the most (:func:`liftpy.tuning.tune_groups`; ``options``:
+    :class:`liftpy.tuning.Tuner`'s). Identical layers are one task, weighted by how often they occur. Each
+    layer's best, its algorithm in ``name``; with AUTO, a program after the direct one (which computes every
+    layer) that gets no correct trial is left out, the reason said on stderr."""
+    resolved = [resolve_layer(layer) for layer in layers]
+    distinct: dict[tuple, list] = {}
+    for layer in resolved:
+        tasks = layer_tasks(layer, algorithm)
+        distinct.setdefault(tuple(task for _, task in tasks), [tasks, 0])[1] += 1
+    groups = [tasks for tasks, _ in distinct.values()]
+    budget = trials * sum(len(tasks) for tasks in groups)
+    bests = tune_groups(groups, budget, db, device, seed, weights=[count for _, count in distinct.values()],
+                        **options)
+    found = dict(zip(distinct, bests))
+    return [found[tuple(task for _, task in layer_tasks(layer, algorithm))] for layer in resolved]
 
 
 def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, algorithm: str = DIRECT) -> ConvPlan:
@@ -575,4 +579,4 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
 
 __all__ = ["Conv2d", "LayerCall", "conv2d", "conv_space", "plan", "set_plan_cache_size", "ConvPlan", "ConvResult",
            "make_layer", "normalize_padding", "route_task", "route_space", "layer_tasks", "best_in_database",
-           "best_known", "resolve_layer", "tune_layer", "fastest", "DIRECT", "WINOGRAD", "AUTO"]
+           "best_known", "resolve_layer", "tune_layer", "tune_layers", "DIRECT", "WINOGRAD", "AUTO"]

@@ -6,7 +6,7 @@ value, found on its own. One configuration for the whole program gives every sta
 vectors and loop order, where a small transform and a matrix product want different ones: Winograd's F(2x2,
 3x3) for VGG-16's layer 19 ran its input transform at 6-14 ms under the product's block, 0.5-0.9 ms tuned on
 its own (``benchmarks/results/winograd-stages-2af6886-zen4.txt``). So the automatic route tunes a staged
-program stage by stage (:func:`liftpy.tuning.search.tune_task`) and joins the lowered stages back into one
+program stage by stage (:func:`liftpy.tuning.tune_task`) and joins the lowered stages back into one
 program (:func:`join_stages`).
 
 A *stage* is a ``val`` of the function's outermost chain of vals whose value computes (a map that is not a

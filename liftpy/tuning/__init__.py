@@ -1,12 +1,19 @@
-"""Auto-tuning: measured search over a program task's configurations in the automatic route's space, a tuning
-database that answers a task's best (:meth:`TuningDB.best`, a :class:`Best`), reports and exports.
+"""Auto-tuning: tasks (a program at given sizes) tuned through the automatic route's spaces by a search
+strategy, a builder, a runner, a task scheduler and a tuning database (:mod:`liftpy.tuning.tuner` says how they
+fit); the database answers a task's best (:meth:`TuningDB.best`, a :class:`Best`); reports and exports.
 
-It knows tasks (a program at given sizes), not layers: :mod:`liftpy.nn` makes a layer's tasks and asks here.
+It knows tasks, not layers: :mod:`liftpy.nn` makes a layer's tasks and asks here.
 """
 
+from .builder import Build, Built, InlineBuilder, LocalBuilder
 from .db import Best, TuningDB, default_db_path
+from .measure import Timing
 from .program import ProgramTask
-from .search import LocalSearchSampler, Sampler, tune_program, tune_task
+from .runner import Batch, LocalRunner
+from .scheduler import Slot, TaskScheduler
+from .strategy import LocalSearch, SearchStrategy
+from .tuner import Tuner, tune_groups, tune_program, tune_task
 
-__all__ = ["tune_program", "tune_task", "Best", "ProgramTask", "TuningDB", "LocalSearchSampler", "Sampler",
-           "default_db_path"]
+__all__ = ["tune_program", "tune_task", "tune_groups", "Tuner", "Best", "ProgramTask", "TuningDB",
+           "default_db_path", "Timing", "Build", "Built", "InlineBuilder", "LocalBuilder", "Batch", "LocalRunner",
+           "Slot", "TaskScheduler", "LocalSearch", "SearchStrategy"]

@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS trials (
     source_hashes TEXT,             -- JSON: kernel name -> sha256 of its OpenCL source
     seconds REAL,                   -- wall time of the whole trial (generate, build, run, check)
     created TEXT NOT NULL,
-    check_seed INTEGER,             -- the seed of the inputs the trial was checked on (tuning.measure)
+    check_seed INTEGER,             -- the seed of the inputs the trial (its batch) was checked on
     moved_bytes INTEGER,            -- global bytes a call's kernels ask for (codegen.traffic; not in schema 2)
     UNIQUE (task_key, algorithm, config, device)
 );

@@ -1,20 +1,18 @@
-"""A tuning task -- a program file at given sizes -- and one trial of it.
+"""A tuning task -- a program file at given sizes -- and the reference its trials are checked against.
 
 A :class:`ProgramTask`'s key in the database is the program's structure (its text as the printer writes it,
 hashed), the sizes and what a configuration means (``ROUTE_VERSION``), so that renaming the file or
-reformatting it keeps its trials. A trial lowers one configuration of the automatic route's space, builds it,
-runs it once on inputs drawn for the trial with its output and intermediate buffers filled with NaN, and
-compares the output with the *naive lowering*'s (:func:`naive_program`: no choice made, every reduction a
-sequential loop) run on the device on the same inputs -- as loopy's ``auto_test_vs_ref`` does, the interpreter
-being too slow at real sizes. The naive lowering is itself checked against the interpreter, at reduced sizes,
-before the search starts (:func:`check_reference`).
+reformatting it keeps its trials; :meth:`ProgramTask.portable` makes it carry its text, for a builder or a
+runner on another machine. Every trial's output is compared with the *naive lowering*'s (:func:`naive_program`:
+no choice made, every reduction a sequential loop) run on the device on the same inputs -- as loopy's
+``auto_test_vs_ref`` does, the interpreter being too slow at real sizes. The naive lowering is itself checked
+against the interpreter, at reduced sizes, before a runner uses it (:func:`reference_executable`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -41,6 +39,9 @@ class ProgramTask:
     function: str | None = None
     constants: tuple[str, ...] = ()
     stage: str | None = None
+    #: the program's text, where the task travels to a machine without its file (:meth:`portable`); the task
+    #: is the same task with or without it
+    text: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def make(cls, path, sizes: Mapping[str, object], function: str | None = None,
@@ -67,6 +68,7 @@ class ProgramTask:
         host holds a trial's inputs (drawn in double precision) and two outputs (the trial's and the reference's),
         and the device each input and the output, every one within its largest allocation."""
         from ..codegen.memory import footprint
+        from ..device import Device
         from ..interpreter import check_host_memory, drawing_needs
         from ..runtime import check_device_memory, get_device
         from ..typecheck import typecheck
@@ -77,17 +79,29 @@ class ProgramTask:
         output = next(p.bytes for p in parts if p.role == "output")
         check_host_memory(f"tuning {fun.name}", self.size_map,
                           drawing_needs(inputs) + [("output", output), ("the reference's output", output)])
-        check_device_memory(f"tuning {fun.name}", self.size_map, inputs + [("output", output)], get_device(device))
+        facts = device if isinstance(device, Device) else get_device(device)  # a runner's facts, or a live one
+        check_device_memory(f"tuning {fun.name}", self.size_map, inputs + [("output", output)], facts)
 
     def load(self):
-        """The program tuned: the file's, or the stage's program."""
+        """The program tuned: the file's (or the text's it carries), or the stage's program."""
         if self.stage is None:
-            return _load(self.path)
+            return _load(self.path, self.text)
         return next(s.program for s in self._stages if s.name == self.stage)
+
+    def portable(self) -> "ProgramTask":
+        """The task carrying its program's text: what a job sends to a runner or a builder on another machine,
+        which needs liftpy and nothing else."""
+        if self.text is not None:
+            return self
+        try:
+            text = Path(self.path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"{self.path}: cannot read the program ({e.strerror or e})") from None
+        return dataclasses.replace(self, text=text)
 
     @property
     def _stages(self):
-        return _stages(self.path, self.function, self.constants)
+        return _stages(self.path, self.function, self.constants, self.text)
 
     def stages(self) -> tuple["ProgramTask", ...]:
         """A task for each stage of the function, in the order they run (each with the constants it reads:
@@ -152,17 +166,17 @@ def _size_text(value) -> str:
 
 
 @lru_cache(maxsize=16)
-def _load(path: str):
-    from .. import load
+def _load(path: str, text: str | None = None):
+    from .. import load, parse
 
-    return load(path)
+    return load(path) if text is None else parse(text, path)
 
 
 @lru_cache(maxsize=16)
-def _stages(path: str, function: str | None, constants: tuple[str, ...]):
+def _stages(path: str, function: str | None, constants: tuple[str, ...], text: str | None = None):
     from ..rewrite.stages import split_stages
 
-    return split_stages(_load(path), function, constants)
+    return split_stages(_load(path, text), function, constants)
 
 
 # ------------------------------------------------------------------------------------------------ the reference
@@ -247,13 +261,13 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
 
 # ------------------------------------------------------------------------------------------------ a trial
 @lru_cache(maxsize=4)
-def _worker_state(task: ProgramTask, device):
-    """Per worker process: the task's space and its naive lowering's executable (built once)."""
+def reference_executable(task: ProgramTask, device):
+    """The naive lowering of ``task`` prepared on ``device``, once per process (a runner's worker), after it is
+    checked against the interpreter (:func:`check_reference`)."""
     from .. import compile as compile_program
 
-    space = task.space(device)
-    naive = compile_program(naive_program(task), task.size_map, device, task.function).prepare()
-    return space, naive
+    check_reference(task, device)
+    return compile_program(naive_program(task), task.size_map, device, task.function).prepare()
 
 
 def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
@@ -261,55 +275,4 @@ def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
     return {name: hashlib.sha256(source.encode()).hexdigest() for name, source in sources.items()}
 
 
-def run_program_job(job, device) -> dict:
-    """One trial of a program (see the module's docstring); failures of the device or the configuration
-    are results, an exception is a bug."""
-    import pyopencl as cl
-
-    from .. import compile as compile_program
-    from ..errors import ConstraintError, DeviceError, LiftError, RewriteError
-    from ..interpreter import random_inputs
-    from .measure import planted, trial_result
-
-    task: ProgramTask = job.subject
-    start = time.perf_counter()
-
-    def failed(status: str, cause: str, **more) -> dict:
-        return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
-                "check_seed": job.seed, **more}
-
-    space, naive = _worker_state(task, device)
-    inputs = random_inputs(task.load(), task.size_map, job.seed, task.function)
-    constants = {name: inputs[name] for name in task.constants}
-    per_call = {name: value for name, value in inputs.items() if name not in constants}
-    try:
-        program = space.lower(job.config)
-        executable = compile_program(program, task.size_map, device, task.function)
-        if job.fault:  # a test's planted fault, in the kernels as a buggy code generator could write them
-            executable = planted(job, executable)
-        prepared = executable.prepare(constants)
-    except (RewriteError, ConstraintError) as e:
-        return failed("invalid", e.message)
-    except DeviceError as e:
-        return failed("build_error", e.message)
-    except LiftError as e:
-        return failed("codegen_error", e.message)
-    except cl.Error as e:
-        return failed("runtime_error", f"OpenCL: {e}")
-    hashes = source_hashes(executable.generated.sources)
-    try:
-        expected = naive.run(inputs, poison=True).output
-        checked = prepared.run(per_call, poison=True)
-        error = close_to(checked.output, expected)
-        timed_once = job.cutoff_ms is not None and checked.kernel_ms > job.cutoff_ms
-        result = checked if timed_once else prepared.run(per_call, repeat=job.repeat, warmup=job.warmup)
-    except DeviceError as e:
-        return failed("runtime_error", e.message, source_hashes=hashes)
-    except cl.Error as e:
-        return failed("runtime_error", f"OpenCL: {e}", source_hashes=hashes)
-    memory = sum(b.bytes for b in executable.generated.buffers if b.role != "input")
-    return trial_result(job, start, error, timed_once, result, result.per_kernel_ms, "the naive lowering's",
-                        "the tolerance", memory, hashes, prepared.moved_bytes)
-
-
-__all__ = ["ROUTE", "ProgramTask", "check_reference", "naive_program", "reduced_sizes", "run_program_job"]
+__all__ = ["ROUTE", "ProgramTask", "check_reference", "naive_program", "reduced_sizes", "reference_executable", "source_hashes"]

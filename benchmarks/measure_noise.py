@@ -1,0 +1,120 @@
+"""How far apart the tuner's figures for one configuration land when it is measured again in a fresh worker.
+
+    python benchmarks/measure_noise.py [--subjects vgg16.10,matmul] [--configs 3] [--workers 5] [--out FILE]
+
+For each subject (VGG-16's conv layers and the programs of examples/programs/ at benchmarks/programs.py's
+sizes), its route's first ``--configs`` starting points are built once, then measured ``--workers`` times,
+each time by a fresh runner (a new worker process), under two protocols taken in turns:
+
+- ``before``: the protocol of the tuner before the parts (a053b9f): each configuration alone, one warm-up
+  call, then the median of 5 calls back to back;
+- ``after``: :class:`liftpy.tuning.Timing`'s default: the configurations of a batch timed together, 5 rounds
+  of at least 25 ms each taken in turns, the median of the rounds.
+
+It prints, per configuration, the median time and each protocol's spread: how far the workers' medians lie
+from their median (the larger side, in %), and the worst over every configuration of 0.1 ms or more.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.programs import PROGRAMS, cases  # noqa: E402
+from benchmarks.vgg16 import machine_record  # noqa: E402
+from liftpy.nn.conv import route_task  # noqa: E402
+from liftpy.nn.layers import VGG16  # noqa: E402
+from liftpy.runtime import device_info, get_device  # noqa: E402
+from liftpy.tuning import Batch, Build, LocalRunner, ProgramTask, Timing  # noqa: E402
+from liftpy.tuning.builder import build_candidate  # noqa: E402
+
+PROTOCOLS = {
+    "before": (Timing(rounds=5, min_round_ms=0, warmup=1), False),  # (timing, configurations in one batch)
+    "after": (Timing(), True),
+}
+
+
+def tasks(names):
+    table = cases(np.random.default_rng(0))
+    for name in names:
+        if name in VGG16:
+            yield name, route_task(VGG16[name])
+        else:
+            sizes, constants = table[name][0], table[name][1]
+            yield name, ProgramTask.make(PROGRAMS / f"{name}.lift", sizes, None, tuple(constants))
+
+
+def measure(task, builts, timing, together, seed) -> list[float]:
+    """Each configuration's median, measured by a fresh runner."""
+    runner = LocalRunner()
+    try:
+        batches = [builts] if together else [[b] for b in builts]
+        medians = []
+        for i, part in enumerate(batches):
+            results = [f.result() for f in runner.run(Batch(task, tuple(part), seed + i, timing))]
+            for result in results:
+                if result["status"] != "ok":
+                    raise SystemExit(f"{task.describe()}: {result['status']}: {result.get('cause')}")
+                medians.append(result["time_ms"])
+        return medians
+    finally:
+        runner.close()
+
+
+def spread(values) -> float:
+    """How far the values lie from their median, the larger side, as a share of it."""
+    middle = statistics.median(values)
+    return max(max(values) / middle - 1, 1 - min(values) / middle)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--subjects", default=",".join([*VGG16, *(p.stem for p in sorted(PROGRAMS.glob("*.lift")))]))
+    parser.add_argument("--configs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=5)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    lines = machine_record(None)
+    lines.append(f"protocols: before = each alone, 1 warm-up + median of 5 calls; after = {Timing()}")
+    lines.append(f"{'subject':15} {'config':>6} {'median ms':>10} " + " ".join(f"{p + ' spread':>14}" for p in PROTOCOLS))
+    print("\n".join(lines), flush=True)
+    worst = {p: 0.0 for p in PROTOCOLS}
+    start = time.perf_counter()
+    for name, task in tasks(args.subjects.split(",")):
+        portable = task.portable()
+        space = task.space()
+        facts = device_info(get_device(None))
+        configs = space.starting_points()[: args.configs]
+        builts = [build_candidate(Build(portable, facts, c)) for c in configs]
+        medians = {p: [[] for _ in configs] for p in PROTOCOLS}
+        for worker in range(args.workers):
+            order = list(PROTOCOLS) if worker % 2 == 0 else list(reversed(PROTOCOLS))
+            for protocol in order:
+                timing, together = PROTOCOLS[protocol]
+                for i, m in enumerate(measure(portable, builts, timing, together, 1000 * worker)):
+                    medians[protocol][i].append(m)
+        for i in range(len(configs)):
+            middle = statistics.median(medians["after"][i])
+            spreads = {p: spread(medians[p][i]) for p in PROTOCOLS}
+            if middle >= 0.1:
+                for p in PROTOCOLS:
+                    worst[p] = max(worst[p], spreads[p])
+            line = f"{name:15} {i:>6} {middle:>10.3f} " + " ".join(f"{spreads[p] * 100:>13.1f}%" for p in PROTOCOLS)
+            lines.append(line)
+            print(line, flush=True)
+    lines.append("worst spread over the configurations of 0.1 ms or more: "
+                 + ", ".join(f"{p} +-{worst[p] * 100:.1f}%" for p in PROTOCOLS)
+                 + f" ({time.perf_counter() - start:.0f} s)")
+    print(lines[-1])
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The builder: candidates lowered and their kernels generated, on a pool of processes, apart from the device.
+
+A :class:`Build` asks for one configuration of a task on a device (its facts, :class:`~liftpy.device.Device`,
+not the device itself: a builder needs no OpenCL); a :class:`Built` holds the generated program the runner
+builds for its device and times, or why there is none (the configuration cannot be lowered or generated: a
+recorded failure; a Python exception inside liftpy: status ``bug``, which stops the tuner).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Build:
+    """A candidate to build: ``task`` (portable: it carries its program's text), the ``device``'s facts, the
+    configuration, and a test's planted fault ("module:function", applied to the generated program)."""
+
+    task: object
+    device: object
+    config: dict
+    fault: str | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built candidate: its generated program, or the failure (a result the database records) that stopped
+    it; ``seconds``: the time lowering and generating took."""
+
+    build: Build
+    generated: object | None
+    failure: dict | None
+    seconds: float
+
+    @property
+    def config(self) -> dict:
+        return self.build.config
+
+
+class Builder(Protocol):
+    """Builds candidates; each answer a future, so that the tuner builds ahead while a runner measures."""
+
+    def build(self, builds: Sequence[Build]) -> list[Future]: ...
+
+    def close(self) -> None: ...
+
+
+@lru_cache(maxsize=4)
+def _space(task, device):
+    return task.space(device)
+
+
+def build_candidate(build: Build) -> Built:
+    """Lower ``build``'s configuration in its task's route space and generate its kernels: a failure of the
+    configuration is a result (``invalid``, ``codegen_error``), a Python exception a ``bug``."""
+    from ..codegen.program import generate
+    from ..errors import ConstraintError, LiftError, RewriteError
+
+    start = time.perf_counter()
+    task = build.task
+
+    def failed(status: str, cause: str) -> Built:
+        return Built(build, None, {"status": status, "cause": cause[:2000]}, time.perf_counter() - start)
+
+    try:
+        try:
+            program = _space(task, build.device).lower(build.config)
+            generated = generate(program, task.size_map, task.function, build.device)
+        except (RewriteError, ConstraintError) as e:
+            return failed("invalid", e.message)
+        except LiftError as e:
+            return failed("codegen_error", e.message)
+        if build.fault:  # a test's planted fault, in the kernels as a buggy code generator could write them
+            import importlib
+
+            module, name = build.fault.split(":")
+            generated = getattr(importlib.import_module(module), name)(build.config, generated)
+    except Exception:  # a bug in liftpy, not a fault of the configuration: the tuner stops with the traceback
+        return failed("bug", traceback.format_exc())
+    return Built(build, generated, None, time.perf_counter() - start)
+
+
+class InlineBuilder:
+    """Builds in the calling process, one candidate at a time (the futures are done when returned): for a
+    machine of one core, and for debugging."""
+
+    def build(self, builds: Sequence[Build]) -> list[Future]:
+        futures = []
+        for build in builds:
+            future = Future()
+            future.set_result(build_candidate(build))
+            futures.append(future)
+        return futures
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def process_ids(self) -> tuple[int, ...]:
+        return ()
+
+
+def _single_threaded():
+    """A builder process's numerical libraries on one thread: it shares the machine with the device."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
+
+
+class LocalBuilder:
+    """Builds on ``workers`` processes of this machine (spawned, so that no OpenCL state is shared), each
+    keeping the route spaces of the tasks it built last. Their ids (``process_ids``) let a runner on the same
+    machine pause them while it times (:class:`~liftpy.tuning.runner.LocalRunner`'s ``quiet``)."""
+
+    def __init__(self, workers: int = 1):
+        self.workers = workers
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_single_threaded)
+
+    def reset(self) -> None:
+        """Kill the processes (one is stuck past the tuner's time limit) and start afresh."""
+        for process in list((self._pool._processes or {}).values()):
+            process.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._new_pool()
+
+    def build(self, builds: Sequence[Build]) -> list[Future]:
+        return [self._pool.submit(build_candidate, build) for build in builds]
+
+    @property
+    def process_ids(self) -> tuple[int, ...]:
+        return tuple(self._pool._processes or ())  # started on the first build
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["Build", "Built", "Builder", "InlineBuilder", "LocalBuilder", "build_candidate"]

@@ -1,0 +1,86 @@
+"""Search strategies: what to measure next in one task's space, a batch at a time.
+
+A strategy proposes configurations in batches and is told every result, the resumed search's included; a
+model-guided strategy plugs in with the same three members.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Iterator, Protocol
+
+from .db import config_key
+
+
+class SearchStrategy(Protocol):
+    """Proposes configurations of one space to measure, ``n`` at a time, never one twice; told every result.
+    ``first``: the configurations it proposes first because the space expects them to be good (the route's
+    starting points), which the tuner's confirmation looks at again when they come near the fastest."""
+
+    first: list[dict[str, int]]
+
+    def propose(self, n: int) -> list[dict[str, int]]: ...
+
+    def observe(self, config: dict[str, int], result: dict) -> None: ...
+
+
+class LocalSearch:
+    """Random configurations for a share ``explore`` of the budget (``first`` first: a configuration or a list
+    of them, as the route's starting points), then a local search: an unmeasured neighbour
+    (:meth:`~liftpy.rewrite.route.RouteSpace.neighbours`: one choice changed, or a block's shape) of the
+    fastest correct configuration so far, else of the next fastest, else a random one again: random search
+    alone found its best late, and a block size or a vector width next to a good one is usually good too. With
+    ``explore=1``, random search. For any space with ``sample(n, seed)`` and ``neighbours``."""
+
+    def __init__(self, space, trials: int, seed: int = 0, first: dict | list[dict] | None = None,
+                 explore: float = 0.4, pool: int = 1000):
+        self.space = space
+        self.first = [first] if isinstance(first, dict) else list(first or [])
+        self.random_trials = max(1, int(trials * explore))
+        self.pool, self.seed, self.rng = max(pool, 2 * trials), seed, random.Random(seed)
+        self.times: dict[str, float] = {}  # by config_key, of the correct trials
+        self._configs: dict[str, dict] = {}
+        self._neighbours: dict[str, list[dict]] = {}
+        self._proposals = self._proposed()
+
+    def propose(self, n: int) -> list[dict[str, int]]:
+        """The next ``n`` configurations (fewer when the space is spent)."""
+        return list(itertools.islice(self._proposals, n))
+
+    def _proposed(self) -> Iterator[dict]:
+        """``first``, then random configurations until the random share is explored -- counting the results
+        observed before (a resumed search's) -- then the local search."""
+        proposed: set[str] = set()
+        randoms = self._randoms()
+        while True:
+            explored = max(len(proposed), len(self.times)) >= self.random_trials and len(proposed) >= len(self.first)
+            local = self._next_neighbour(proposed) if explored else None
+            config = local or next((c for c in randoms if config_key(c) not in proposed), None)
+            if config is None:
+                return
+            proposed.add(config_key(config))
+            yield config
+
+    def _randoms(self):
+        """``first``, then the random pool, drawn only when ``first`` is spent: drawing it makes every sketch of
+        a route space (minutes for Winograd's stages), which a short search of its starting points never needs."""
+        yield from self.first
+        yield from self.space.sample(self.pool, seed=self.seed)
+
+    def _next_neighbour(self, proposed: set[str]) -> dict | None:
+        for key in sorted(self.times, key=self.times.get):
+            if key not in self._neighbours:
+                self._neighbours[key] = self.space.neighbours(self._configs[key])
+            options = [c for c in self._neighbours[key] if config_key(c) not in proposed]
+            if options:
+                return self.rng.choice(options)
+        return None
+
+    def observe(self, config, result):
+        if result.get("status") == "ok" and result.get("time_ms") is not None:
+            key = config_key(config)
+            self.times[key], self._configs[key] = float(result["time_ms"]), dict(config)
+
+
+__all__ = ["SearchStrategy", "LocalSearch"]

@@ -1,0 +1,390 @@
+"""The tuner: tasks tuned with one budget through the automatic route's spaces, in parts with narrow interfaces.
+
+- a **search strategy** per task proposes configurations of its space a batch at a time
+  (:mod:`liftpy.tuning.strategy`);
+- a **builder** lowers them and generates their kernels on a pool of processes, apart from the device
+  (:mod:`liftpy.tuning.builder`);
+- a **runner** checks and times built candidates on a device, answering futures (:mod:`liftpy.tuning.runner`;
+  on a Ray cluster, :mod:`liftpy.tuning.distributed`);
+- the **database** is the only writer of trials, each stored as it finishes (:mod:`liftpy.tuning.db`);
+- the **task scheduler** gives each batch to the task where the total time is expected to gain the most
+  (:mod:`liftpy.tuning.scheduler`).
+
+:class:`Tuner` holds the parts; the next batch is built while the runner measures the last. Running the same
+tuning again resumes it: what the database holds is not measured again, and the strategies know its results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from ..errors import InputError, InternalError, NoCorrectTrial
+from .builder import Build, Built, LocalBuilder
+from .db import Best, TuningDB, best_of, config_key, joined, lighter_rivals
+from .measure import Timing, batch_seed
+from .program import ROUTE, ProgramTask
+from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
+from .scheduler import Slot, TaskScheduler
+from .strategy import LocalSearch, SearchStrategy
+
+#: rounds of measuring the fastest trials again before a task's best is given (each a batch of a few trials)
+CONFIRM_PASSES = 3
+#: a starting point whose first median is within this factor of the fastest's is measured again with it: one
+#: median can come from a slow spell (benchmarks/results/notes-tuning.md, 42b7c1a)
+SECOND_LOOK = 1.35
+#: trials for a stage that runs once, when the program is prepared (a layer's transformed weights): its speed
+#: costs nothing per call, so the starting points only
+HOISTED_TRIALS = 2
+#: candidates built, checked and timed together (their timing rounds taken in turns)
+BATCH = 8
+
+
+@dataclass
+class Progress:
+    """A one-line progress report on stderr: trials done, failures, the total time so far, time left."""
+
+    total: int
+    done: int = 0
+    failed: int = 0
+    start: float = 0.0
+    enabled: bool = True
+
+    def update(self, result: dict, total_ms: float | None):
+        self.done += 1
+        self.failed += result["status"] != "ok"
+        if self.enabled:
+            elapsed = time.perf_counter() - self.start
+            eta = elapsed / self.done * max(0, self.total - self.done)
+            best = f"{total_ms:.3f} ms" if total_ms is not None else "-"
+            print(f"\r  trials {self.done}/{self.total}, failed {self.failed}, best {best}, "
+                  f"ETA {int(eta // 60)}m{int(eta % 60):02d}s   ", end="", file=sys.stderr, flush=True)
+
+    def finish(self):
+        if self.enabled and self.done:
+            print(file=sys.stderr)
+
+
+def task_slots(task: ProgramTask, group: int = 0, alternative: str = "", weight: float = 1.0) -> list[Slot]:
+    """A task's slots in a tuning: one, or for a function computing several values in turn one per stage
+    (:mod:`liftpy.rewrite.stages`), a stage run once when the program is prepared capped at HOISTED_TRIALS."""
+    return [Slot(stage, group, alternative, weight, per_call=not stage.hoisted,
+                 cap=HOISTED_TRIALS if stage.hoisted else None) for stage in task.stages()]
+
+
+@dataclass
+class _Tuned:
+    """A slot's part of a tuning: its space, strategy and what is measured."""
+
+    slot: Slot
+    space: object
+    strategy: SearchStrategy
+    measured: set[str]
+
+
+def _check_budget(trials, rounds, confirm, timeout, batch):
+    for name, value, least in (("trials", trials, 0), ("repeat", rounds, 1), ("confirm", confirm, 0),
+                               ("batch", batch, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InputError(f"{name} must be an integer of at least {least}, got {value!r}")
+    if not timeout > 0:
+        raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
+
+
+class Tuner:
+    """The tuning context: a database (the path: only the tuner writes it), a runner (default: a
+    :class:`~liftpy.tuning.runner.LocalRunner` on ``device``), a builder (default: the runner's, else a
+    :class:`~liftpy.tuning.builder.LocalBuilder` whose processes the local runner pauses while it times), a
+    strategy per task (``strategy(space, trials, seed, first)``; default :class:`LocalSearch`), the timing
+    protocol (``repeat``: its rounds) and the search's options. Use it in a ``with`` block, or close it."""
+
+    def __init__(self, db: str | Path = "tuning.sqlite", device=None, *, seed: int = 0, repeat: int = 5,
+                 timeout: float = 120.0, progress: bool = True, confirm: int = 4, cutoff: float | None = 10.0,
+                 batch: int = BATCH, builder=None, runner=None,
+                 strategy: Callable[..., SearchStrategy] | None = None, fault: str | None = None,
+                 min_round_ms: float | None = None):
+        leave_if_importing_the_script()
+        _check_budget(0, repeat, confirm, timeout, batch)
+        self.db, self.seed, self.timeout, self.progress = db, seed, timeout, progress
+        self.confirm, self.cutoff, self.batch, self.fault = confirm, cutoff, batch, fault
+        self.timing = Timing(rounds=repeat) if min_round_ms is None else Timing(rounds=repeat,
+                                                                                  min_round_ms=min_round_ms)
+        self.strategy = strategy or (lambda space, trials, seed, first: LocalSearch(space, trials, seed, first))
+        self._own = []  # the parts made here, closed here
+        self.database = TuningDB(db)
+        try:
+            if runner is None:
+                if builder is None:
+                    builder = LocalBuilder()
+                    self._own.append(builder)
+                runner = LocalRunner(device, timeout, quiet=lambda: getattr(builder, "process_ids", ()))
+                self._own.append(runner)
+            elif builder is None:
+                builder = runner.builder() if hasattr(runner, "builder") else LocalBuilder()
+                self._own.append(builder)
+        except BaseException:
+            self.close()
+            raise
+        self.builder, self.runner = builder, runner
+        #: the device's record (name, driver, platform) and facts (what the builder generates for)
+        self.device, self.device_facts = runner.device, runner.device_facts
+
+    def __enter__(self) -> "Tuner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for part in reversed(self._own):
+            part.close()
+        self._own = []
+        self.database.close()
+
+    # -------------------------------------------------------------------------------- tuning
+    def tune(self, slots: Sequence[Slot], trials: int) -> list[Best | None]:
+        """Tune ``slots`` with ``trials`` trials in all (those in the database count), as the scheduler allots
+        them; then the fastest of each measured again in turns. Each slot's best (None: no correct trial)."""
+        _check_budget(trials, self.timing.rounds, self.confirm, self.timeout, self.batch)
+        slots = list(slots)
+        share = max(1, trials // max(1, len(slots)))
+        tuned, scheduler = [], TaskScheduler(slots, trials, self.batch)
+        for index, slot in enumerate(slots):
+            tuned.append(self._start(index, slot, share, scheduler))
+        bar = Progress(max(0, trials - scheduler.spent), start=time.perf_counter(), enabled=self.progress)
+        try:
+            building = self._build_next(scheduler, tuned)
+            while building is not None:
+                running = self._run(building, tuned, scheduler)
+                building = self._build_next(scheduler, tuned)  # built while the runner measures
+                self._record(running, tuned, scheduler, bar)
+        finally:
+            bar.finish()
+        for part in tuned:
+            if self.confirm:
+                self._measure_best_again(part)
+        return [best_of(p.slot.task, self.database.trials(p.slot.task, self.device["name"], algorithm=ROUTE),
+                        p.space) for p in tuned]
+
+    def _start(self, index: int, slot: Slot, share: int, scheduler: TaskScheduler) -> _Tuned:
+        """A slot's space and strategy, told what the database holds of it (a resumed tuning)."""
+        task = slot.task
+        space = task.space(self.device_facts)
+        if self.progress:
+            print(f"  space of {task.describe()}: {space.describe(made=False)}", file=sys.stderr)
+        strategy = self.strategy(space, slot.cap or share, self.seed, space.starting_points())
+        measured = set()
+        for trial in self.database.trials(task, self.device["name"], algorithm=ROUTE):
+            config = task.complete(trial.config)
+            measured.add(config_key(config))
+            ok = trial.status == "ok" and trial.time_ms is not None
+            if ok:
+                strategy.observe(config, {"status": "ok", "time_ms": trial.time_ms})
+            scheduler.observe(index, trial.time_ms if ok else None, handed=False)
+        return _Tuned(slot, space, strategy, measured)
+
+    def _build_next(self, scheduler: TaskScheduler, tuned: list[_Tuned]):
+        """The next batch the scheduler allots, proposed by its slot's strategy and handed to the builder:
+        (slot index, configurations, build futures); None when the budget is spent."""
+        while (choice := scheduler.next()) is not None:
+            index, count = choice
+            part = tuned[index]
+            configs: list[dict] = []
+            while len(configs) < count:
+                proposed = part.strategy.propose(count - len(configs))
+                if not proposed:
+                    scheduler.exhausted(index)
+                    break
+                for config in proposed:
+                    key = config_key(config)
+                    if key not in part.measured:  # resumed: measured by an earlier run
+                        part.measured.add(key)
+                        configs.append(config)
+            scheduler.give_back(index, count - len(configs))
+            if configs:
+                builds = [Build(part.slot.task.portable(), self.device_facts, c, self.fault) for c in configs]
+                return index, configs, self.builder.build(builds)
+        return None
+
+    def _built(self, task: ProgramTask, configs: list[dict], futures) -> list[Built]:
+        """The builder's answers; one past the time limit is a timeout (and the builder starts afresh)."""
+        builts = []
+        for config, future in zip(configs, futures):
+            try:
+                builts.append(future.result(timeout=self.timeout))
+            except FutureTimeout:
+                if hasattr(self.builder, "reset"):
+                    self.builder.reset()
+                builts.append(Built(Build(task, self.device_facts, config), None,
+                                    {"status": "timeout", "cause": f"not built after {self.timeout:g} s (lower and "
+                                     "generate)"}, self.timeout))
+            except BrokenProcessPool:  # it dies at start where it imports a script that tunes as it is imported
+                raise InputError(f"a builder process died: {SCRIPT_GUARD}") from None
+        for built in builts:
+            if built.failure is not None and built.failure["status"] == "bug":
+                self._stop_for_bug(task, built.config, None, built.failure["cause"])
+        return builts
+
+    def _seed(self, task, configs, measurement: int = 0) -> int:
+        return batch_seed(task, configs, self.seed, measurement)
+
+    def _run(self, building, tuned: list[_Tuned], scheduler: TaskScheduler):
+        """A built batch handed to the runner: (slot index, configurations, result futures, the inputs' seed). A
+        candidate whose checked run is ``cutoff`` times slower than its task's best so far is timed once."""
+        index, configs, futures = building
+        task = tuned[index].slot.task
+        builts = self._built(task, configs, futures)
+        best = scheduler.states[index].best
+        cutoff_ms = self.cutoff * best if self.cutoff is not None and best is not None else None
+        batch = Batch(task.portable(), tuple(builts), self._seed(task, configs),
+                      dataclasses.replace(self.timing, cutoff_ms=cutoff_ms))
+        return index, configs, self.runner.run(batch), batch.seed
+
+    def _record(self, running, tuned: list[_Tuned], scheduler: TaskScheduler, bar: Progress) -> None:
+        index, configs, futures, seed = running
+        part = tuned[index]
+        for config, future in zip(configs, futures):
+            result = future.result()
+            if result["status"] == "bug":
+                self._stop_for_bug(part.slot.task, config, seed, result["cause"])
+            self.database.record(part.slot.task, ROUTE, config, result.get("device", self.device), result)
+            part.strategy.observe(config, result)
+            ok = result["status"] == "ok" and result.get("time_ms") is not None
+            scheduler.observe(index, result["time_ms"] if ok else None)
+            bar.update(result, scheduler.total_ms())
+
+    def _stop_for_bug(self, task, config, seed, cause: str):
+        """A bug in liftpy met while building or measuring a candidate stops the tuning, its traceback saved."""
+        report = Path(tempfile.gettempdir()) / f"liftpy-bug-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+        report.write_text(f"liftpy failed while preparing a tuning trial\ntuning: {task.describe()}\n"
+                          f"configuration: {config}\ninput seed: {seed}\ndatabase: {self.db}\n\n{cause}")
+        last = cause.strip().splitlines()[-1] if cause.strip() else "(no message)"
+        raise InternalError(f"a bug in liftpy stopped the tuning of {task.describe()} ({config}): {last}; the "
+                            f"traceback is in {report} (please report it); the trials measured so far are saved in "
+                            f"{self.db}", report)
+
+    # -------------------------------------------------------------------------------- the confirmation
+    def _measure_best_again(self, part: _Tuned) -> None:
+        """The ``confirm`` fastest correct trials not measured again yet, up to ``confirm`` of those near the
+        fastest that move fewer bytes (:func:`~.db.lighter_rivals`: a first median can hide them), and up to
+        ``confirm`` of the strategy's ``first`` within SECOND_LOOK of the fastest, measured again together, their
+        rounds in turns, on inputs of their own (:meth:`TuningDB.remeasured`): trials of different batches were
+        timed at different times, and one timed while the machine was fast must not win over one timed while it
+        was slow. Repeated until the fastest trial is one measured again (at most CONFIRM_PASSES passes)."""
+        task, count = part.slot.task, self.confirm
+        started = {config_key(task.complete(c)) for c in part.strategy.first}
+        for measurement in range(1, CONFIRM_PASSES + 1):
+            ok = sorted((t for t in self.database.trials(task, self.device["name"], "ok", ROUTE) if t.time_ms),
+                        key=lambda t: t.time_ms)
+            if not ok or ok[0].measured_again:
+                return
+            rivals = [t for t in ok[:count] if not t.measured_again]
+            lighter = lighter_rivals(ok[0], [t for t in ok if not t.measured_again])
+            rivals += [t for t in lighter if t not in rivals][:count]
+            second = [t for t in ok if not t.measured_again and t.time_ms <= ok[0].time_ms * SECOND_LOOK
+                      and config_key(task.complete(t.config)) in started]
+            rivals += [t for t in second if t not in rivals][:count]
+            configs = [t.config for t in rivals]
+            portable = task.portable()
+            builds = [Build(portable, self.device_facts, c, self.fault) for c in configs]
+            builts = self._built(task, configs, self.builder.build(builds))
+            batch = Batch(portable, tuple(builts), self._seed(task, configs, measurement), self.timing)
+            for trial, future in zip(rivals, self.runner.run(batch)):
+                result = future.result()
+                if result["status"] == "bug":
+                    self._stop_for_bug(task, trial.config, batch.seed, result["cause"])
+                self.database.remeasured(task, ROUTE, trial.config, self.device["name"], [result])
+
+    # -------------------------------------------------------------------------------- a staged program
+    def check_joined(self, best: Best) -> None:
+        """A staged program's joined best run once through the runner against the naive lowering of the whole
+        program, on inputs of its own: each stage was checked alone, and joining them is a rewrite too. A
+        difference is a bug in liftpy."""
+        from ..codegen.program import generate
+
+        task = best.task.portable()
+        start = time.perf_counter()
+        generated = generate(best.program, task.size_map, task.function, self.device_facts)
+        built = Built(Build(task, self.device_facts, {}), generated, None, time.perf_counter() - start)
+        batch = Batch(task, (built,), self._seed(task, [{}], 1), Timing(rounds=1, min_round_ms=0, warmup=0))
+        result = self.runner.run(batch)[0].result()
+        if result["status"] != "ok":
+            raise InternalError(f"the stages of {task.describe()}, each correct alone, are {result['status']} "
+                                f"joined ({result.get('cause', '')}): {best.config}")
+
+
+def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
+              **options) -> Best:
+    """Tune a program task through the automatic route: up to ``trials`` configurations of its space in total
+    (the route's starting points first; those in the database count), each checked against the naive lowering,
+    itself checked against the interpreter first (:mod:`liftpy.tuning.program`). A wrong result is recorded and
+    never chosen; a bug in liftpy raises :class:`~liftpy.errors.InternalError`, what was measured staying in the
+    database. Returns the best; none correct raises :class:`~liftpy.errors.NoCorrectTrial`. ``options``:
+    :class:`Tuner`'s.
+
+    A function computing several values in turn is tuned stage by stage (:mod:`liftpy.rewrite.stages`), the
+    trials shared among its stages by the scheduler; the stages' best are joined and the joined program checked
+    against the naive lowering of the whole."""
+    return tune_groups([[("", task)]], trials, db, device, seed, **options)[0]
+
+
+def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int, db="tuning.sqlite", device=None,
+                seed: int = 0, weights: Sequence[float] | None = None, **options) -> list[Best]:
+    """Tune groups with one budget of ``trials``: each group a list of (name, task) alternatives computing the
+    same thing (a layer's direct and Winograd programs), run ``weights[i]`` times per call of the whole. Each
+    group's fastest alternative's best, its name in ``name``. An alternative after the first with no correct
+    trial is left out, said on stderr; a group whose first has none raises
+    :class:`~liftpy.errors.NoCorrectTrial`."""
+    weights = list(weights or [1.0] * len(groups))
+    slots, owners = [], []
+    for g, (alternatives, weight) in enumerate(zip(groups, weights)):
+        for a, (name, task) in enumerate(alternatives):
+            for slot in task_slots(task, g, name or str(a), weight):
+                slots.append(slot)
+                owners.append((g, a))
+    with Tuner(db, device, seed=seed, **options) as tuner:
+        for alternatives in groups:
+            for _, task in alternatives:  # a trial's inputs and outputs fit the host and the device, before any run
+                task.check_memory(tuner.device_facts)
+        found = tuner.tune(slots, trials)
+        results = []
+        for g, alternatives in enumerate(groups):
+            tuned = []
+            for a, (name, task) in enumerate(alternatives):
+                stages = [best for best, owner in zip(found, owners) if owner == (g, a)]
+                trials_of = [t for s, owner in zip(slots, owners) if owner == (g, a)
+                             for t in tuner.database.trials(s.task, tuner.device["name"], algorithm=ROUTE)]
+                if None in stages:
+                    error = NoCorrectTrial(f"no correct trial of {task.describe()} (trials: {len(trials_of)}; "
+                                           f"failures: {', '.join(sorted({t.status for t in trials_of})) or 'none'})")
+                    if a == 0:
+                        raise error
+                    print(f"note: {name} left out: {error.message}", file=sys.stderr)
+                    continue
+                best = stages[0] if len(stages) == 1 and stages[0].task == task else joined(task, stages)
+                if best.stages:
+                    tuner.check_joined(best)
+                tuned.append(dataclasses.replace(best, name=name))
+            results.append(min(tuned, key=lambda t: t.time_ms))
+        return results
+
+
+def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str | Path = "tuning.sqlite",
+                 device=None, seed: int = 0, function: str | None = None, constants: Sequence[str] = (),
+                 **options) -> Best:
+    """Tune any program file at ``sizes`` (``function`` of it; ``constants``: its inputs that stay fixed across
+    calls) through the automatic route: :func:`tune_task`'s ``options``. Returns the best."""
+    task = ProgramTask.make(path, sizes, function, constants)
+    return tune_task(task, trials, db, device, seed, **options)
+
+
+__all__ = ["Tuner", "tune_task", "tune_groups", "tune_program", "task_slots", "Progress", "HOISTED_TRIALS",
+           "CONFIRM_PASSES", "SECOND_LOOK", "BATCH"]
