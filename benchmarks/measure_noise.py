@@ -35,7 +35,7 @@ from liftpy.tuning import Batch, Build, LocalRunner, ProgramTask, Timing  # noqa
 from liftpy.tuning.builder import build_candidate  # noqa: E402
 
 PROTOCOLS = {
-    "before": (Timing(rounds=5, min_round_ms=0, warmup=1), False),  # (timing, configurations in one batch)
+    "before": (Timing(rounds=5, min_round_ms=0, warmup_ms=1e-9), False),  # (timing, configurations in one batch)
     "after": (Timing(), True),
 }
 

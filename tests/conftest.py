@@ -15,3 +15,13 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 @pytest.fixture
 def examples_dir() -> Path:
     return EXAMPLES
+
+
+@pytest.fixture(autouse=True)
+def short_confirmation_span(monkeypatch):
+    """The tuner's confirmation takes rounds in turns for 5 s (CONFIRM_SPAN_MS: across the machine's slow
+    spells), which every test tuning a few trials would pay for each task; the tests check its mechanics with
+    0.2 s (test_tuner_parts.py checks the span itself)."""
+    from liftpy.tuning import tuner
+
+    monkeypatch.setattr(tuner, "CONFIRM_SPAN_MS", 200.0)

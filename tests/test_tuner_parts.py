@@ -238,3 +238,19 @@ def test_identical_layers_are_one_task_weighted_by_their_count(tmp_path, monkeyp
     found = nn.conv.tune_layers([SMALL, other, SMALL], trials=5, algorithm="direct")
     assert len(seen["groups"]) == 2 and seen["weights"] == [2, 1] and seen["trials"] == 10
     assert found[0] == found[2] != found[1]
+
+
+def test_the_rivals_measured_again_take_rounds_in_turns_for_the_whole_span(tmp_path, monkeypatch):
+    """The confirmation's batch is timed for CONFIRM_SPAN_MS: the runner is asked for that span."""
+    from liftpy.tuning import tuner as tuner_module
+
+    monkeypatch.setattr(tuner_module, "CONFIRM_SPAN_MS", 1234.0)
+    spans = []
+
+    class Recording(FakeRunner):
+        def run(self, batch):
+            spans.append(batch.timing.min_span_ms)
+            return super().run(batch)
+
+    tune(tmp_path / "t.sqlite", 8, runner=Recording([]), confirm=2)
+    assert spans[0] == 0.0 and spans[-1] == 1234.0  # a search batch, then a confirmation's

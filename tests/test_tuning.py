@@ -472,15 +472,18 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
         runs = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
     for t in again:
         times = runs[t.algorithm, json.dumps(t.config, ensure_ascii=False)]
-        assert len(times) == 4  # two rounds in the search's batch, then two in turns with its rivals
+        # two rounds in the search's batch, then at least two in turns with its rivals (as many as fill the span)
+        assert len(times) >= 4
         assert t.time_ms == pytest.approx(statistics.median(times[2:]), rel=1e-6)
     # a later run does not measure again what has been measured again (a trial newly among the fastest it does)
     more = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
     assert {(t.algorithm, str(t.config), t.time_ms) for t in again} <= \
         {(t.algorithm, str(t.config), t.time_ms) for t in more if "measured again" in t.cause}
     with sqlite3.connect(db) as conn:
-        assert all(len(json.loads(t)) == 4 for t, cause in conn.execute("SELECT times_ms, cause FROM trials")
-                   if "measured again" in cause)
+        later = {(a, c): json.loads(t) for a, c, t in conn.execute("SELECT algorithm, config, times_ms FROM trials")}
+    for t in again:  # their rounds as they were: not measured a third time
+        key = (t.algorithm, json.dumps(t.config, ensure_ascii=False))
+        assert later[key] == runs[key]
 
 
 @pytest.mark.parametrize("content", [b"short notes\n", b"x" * 4096])

@@ -21,29 +21,36 @@ from ..errors import InputError
 
 @dataclass(frozen=True)
 class Timing:
-    """How long a runner times each candidate: ``rounds`` rounds of at least ``min_round_ms`` each (one call
-    at least, at most ``max_calls`` a round), after ``warmup`` calls; a candidate whose checked run was slower
-    than ``cutoff_ms`` (far behind the best so far) is timed by that run alone."""
+    """How long a runner times each candidate: first ``warmup_ms`` of calls (the device's threads awake, its
+    caches filled), then ``rounds`` rounds of at least ``min_round_ms`` each (one call at least, at most
+    ``max_calls`` a round); a candidate whose checked run was slower than ``cutoff_ms`` (far behind the best so
+    far) is timed by that run alone."""
 
     rounds: int = 5
     min_round_ms: float = 25.0
-    warmup: int = 1
+    warmup_ms: float = 25.0
     max_calls: int = 1000
     cutoff_ms: float | None = None
+    #: go on taking rounds in turns until the batch's timing has lasted this long (the machine's slow spells
+    #: last seconds: a figure that must hold, as a pick's, is sampled across several)
+    min_span_ms: float = 0.0
+    #: the most rounds a candidate gets in a span
+    max_rounds: int = 400
 
     def __post_init__(self):
-        for name, least in (("rounds", 1), ("warmup", 0), ("max_calls", 1)):
+        for name, least in (("rounds", 1), ("max_calls", 1), ("max_rounds", self.rounds)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise InputError(f"timing: {name} must be an integer of at least {least}, got {value!r}")
-        if not self.min_round_ms >= 0:
-            raise InputError(f"timing: min_round_ms must be at least 0, got {self.min_round_ms!r}")
+        for name in ("min_round_ms", "warmup_ms", "min_span_ms"):
+            if not getattr(self, name) >= 0:
+                raise InputError(f"timing: {name} must be at least 0, got {getattr(self, name)!r}")
 
-    def calls_per_round(self, first_ms: float) -> int:
-        """Calls in a round, from one call's time: enough to last ``min_round_ms``."""
+    def calls_for(self, ms: float, first_ms: float) -> int:
+        """Calls that last ``ms``, from one call's time ``first_ms`` (one at least, ``max_calls`` at most)."""
         if first_ms <= 0:
             return self.max_calls
-        return max(1, min(self.max_calls, math.ceil(self.min_round_ms / first_ms)))
+        return max(1, min(self.max_calls, math.ceil(ms / first_ms)))
 
 
 def median(values: Sequence[float]) -> float:

@@ -137,20 +137,23 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results) -> N
 
     if not checked:
         return
-    calls = [timing.calls_per_round(first_ms) for _, _, first_ms, _ in checked]
+    calls = [timing.calls_for(timing.min_round_ms, first_ms) for _, _, first_ms, _ in checked]
     rounds: list[list[float]] = [[] for _ in checked]
     kernels: list[list[dict]] = [[] for _ in checked]
     with _paused(quiet):
-        for (position, prepared, _, _), count in zip(checked, calls):
-            if timing.warmup:
+        for position, prepared, first_ms, _ in checked:
+            if timing.warmup_ms > 0:
                 step(position)
-                prepared.run(per_call, repeat=timing.warmup)
-        for _ in range(timing.rounds):
+                prepared.run(per_call, repeat=timing.calls_for(timing.warmup_ms, first_ms))
+        start, taken = time.perf_counter(), 0
+        while taken < timing.rounds or (taken < timing.max_rounds
+                                        and (time.perf_counter() - start) * 1e3 < timing.min_span_ms):
             for i, ((position, prepared, _, _), count) in enumerate(zip(checked, calls)):
                 step(position)
                 run = prepared.run(per_call, repeat=count)
                 rounds[i].append(sum(run.runs_ms) / len(run.runs_ms))
                 kernels[i].append(run.per_kernel_ms)
+            taken += 1
     for i, (position, _, _, result) in enumerate(checked):
         per_kernel = {name: median([k[name] for k in kernels[i]]) for name in kernels[i][0]}
         results[position] = {**result, "time_ms": median(rounds[i]), "times_ms": rounds[i], "stage_ms": per_kernel,
@@ -242,6 +245,7 @@ class LocalRunner:
     def __init__(self, device=None, timeout: float = 120.0, quiet=lambda: ()):
         from ..runtime import device_info, get_device
 
+        leave_if_importing_the_script()
         self.device_spec = device if isinstance(device, (str, int, type(None))) else None
         #: the device's record in the database, and its facts (what a builder generates for)
         self.device = device_record(device)
@@ -253,6 +257,7 @@ class LocalRunner:
         self._conn = None
         self._start_failures = 0
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="liftpy-runner")
+        self._closing = False
 
     def run(self, batch: Batch) -> list[Future]:
         futures = [Future() for _ in batch.builts]
@@ -274,6 +279,10 @@ class LocalRunner:
         results: dict[int, dict] = {}
         todo = list(range(len(batch.builts)))
         while todo:
+            if self._closing:
+                from ..errors import DeviceError
+
+                raise DeviceError("the runner was closed before the batch was measured")
             part = Batch(batch.task, tuple(batch.builts[i] for i in todo), batch.seed, batch.timing)
             got, culprit = self._measure_part(part)
             results.update({todo[i]: r for i, r in got.items()})
@@ -359,13 +368,12 @@ class LocalRunner:
         self._conn = None
 
     def close(self):
-        self._thread.shutdown(wait=True)
-        if self._process is not None and self._process.is_alive():
-            try:
-                self._conn.send(None)
-                self._process.join(5)
-            except (BrokenPipeError, OSError):
-                pass
+        """Stop the worker; a batch being measured (the tuner interrupted) ends at once, unrecorded."""
+        self._closing = True
+        process = self._process
+        if process is not None:
+            process.kill()  # the thread measuring a batch sees its pipe close, and stops
+        self._thread.shutdown(wait=True, cancel_futures=True)
         self._kill()
 
 

@@ -46,6 +46,9 @@ SECOND_LOOK = 1.35
 HOISTED_TRIALS = 2
 #: candidates built, checked and timed together (their timing rounds taken in turns)
 BATCH = 8
+#: how long the rivals measured again take rounds in turns: the figure of a pick must hold across the machine's
+#: slow spells, which last seconds (benchmarks/results/notes-tuning.md)
+CONFIRM_SPAN_MS = 5000.0
 
 
 @dataclass
@@ -276,9 +279,9 @@ class Tuner:
         """The ``confirm`` fastest correct trials not measured again yet, up to ``confirm`` of those near the
         fastest that move fewer bytes (:func:`~.db.lighter_rivals`: a first median can hide them), and up to
         ``confirm`` of the strategy's ``first`` within SECOND_LOOK of the fastest, measured again together, their
-        rounds in turns, on inputs of their own (:meth:`TuningDB.remeasured`): trials of different batches were
-        timed at different times, and one timed while the machine was fast must not win over one timed while it
-        was slow. Repeated until the fastest trial is one measured again (at most CONFIRM_PASSES passes)."""
+        rounds in turns for CONFIRM_SPAN_MS, on inputs of their own (:meth:`TuningDB.remeasured`): trials of
+        different batches were timed at different times, and one timed while the machine was fast must not win
+        over one timed while it was slow. Repeated until the fastest trial is one measured again (at most CONFIRM_PASSES passes)."""
         task, count = part.slot.task, self.confirm
         started = {config_key(task.complete(c)) for c in part.strategy.first}
         for measurement in range(1, CONFIRM_PASSES + 1):
@@ -296,7 +299,8 @@ class Tuner:
             portable = task.portable()
             builds = [Build(portable, self.device_facts, c, self.fault) for c in configs]
             builts = self._built(task, configs, self.builder.build(builds))
-            batch = Batch(portable, tuple(builts), self._seed(task, configs, measurement), self.timing)
+            timing = dataclasses.replace(self.timing, min_span_ms=CONFIRM_SPAN_MS)
+            batch = Batch(portable, tuple(builts), self._seed(task, configs, measurement), timing)
             for trial, future in zip(rivals, self.runner.run(batch)):
                 result = future.result()
                 if result["status"] == "bug":
@@ -314,7 +318,7 @@ class Tuner:
         start = time.perf_counter()
         generated = generate(best.program, task.size_map, task.function, self.device_facts)
         built = Built(Build(task, self.device_facts, {}), generated, None, time.perf_counter() - start)
-        batch = Batch(task, (built,), self._seed(task, [{}], 1), Timing(rounds=1, min_round_ms=0, warmup=0))
+        batch = Batch(task, (built,), self._seed(task, [{}], 1), Timing(rounds=1, min_round_ms=0, warmup_ms=0))
         result = self.runner.run(batch)[0].result()
         if result["status"] != "ok":
             raise InternalError(f"the stages of {task.describe()}, each correct alone, are {result['status']} "
@@ -387,4 +391,4 @@ def tune_program(path, sizes: Mapping[str, object], trials: int = 100, db: str |
 
 
 __all__ = ["Tuner", "tune_task", "tune_groups", "tune_program", "task_slots", "Progress", "HOISTED_TRIALS",
-           "CONFIRM_PASSES", "SECOND_LOOK", "BATCH"]
+           "CONFIRM_PASSES", "SECOND_LOOK", "BATCH", "CONFIRM_SPAN_MS"]
