@@ -447,8 +447,12 @@ def _tune_layer(args, layer) -> int:
     algorithm = args.algorithm or "auto"
     tasks = layer_tasks(layer, algorithm)
     runner = _prepare_tuning(args, [task for _, task in tasks], f"{layer.describe()} through the automatic route")
-    best = tune_layers([layer], args.trials, args.db, args.device, args.seed, algorithm,
-                       **_tuning_options(args, runner))[0]
+    try:
+        best = tune_layers([layer], args.trials, args.db, args.device, args.seed, algorithm,
+                           **_tuning_options(args, runner))[0]
+    finally:
+        if runner is not None:
+            runner.close()
     _count_trials(args, best)
     rate = layer.flops / best.time_ms / 1e6
     algorithm = "Winograd's F(2x2, 3x3)" if best.name == WINOGRAD else "the direct program"
@@ -463,7 +467,11 @@ def _tune_program(args) -> int:
 
     task = _program_task(args, "file")
     runner = _prepare_tuning(args, [task], task.describe())
-    best = tune_task(task, args.trials, args.db, args.device, args.seed, **_tuning_options(args, runner))
+    try:
+        best = tune_task(task, args.trials, args.db, args.device, args.seed, **_tuning_options(args, runner))
+    finally:
+        if runner is not None:
+            runner.close()
     _count_trials(args, best)
     print(f"best: {best.time_ms:.3f} ms (kernel events), {best.config}")
     print(pretty(best.program).rstrip())
@@ -485,7 +493,12 @@ def _prepare_tuning(args, tasks, what: str):
         get_device(args.device)
         for task in tasks:
             task.check_memory(args.device)  # trials that cannot fit: refused before the search is announced
-    database = _tuning_db(args.db, create=True)  # damaged, unwritable: refused here, before any trial
+    try:
+        database = _tuning_db(args.db, create=True)  # damaged, unwritable: refused here, before any trial
+    except BaseException:
+        if runner is not None:
+            runner.close()
+        raise
     database.close()
     if database.recovered:  # what a failed write of an earlier run kept aside (TuningDB.record), stored now
         print(f"stored {database.recovered} measurements kept in {database.recovery_path}", file=sys.stderr)

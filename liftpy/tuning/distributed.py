@@ -56,6 +56,26 @@ def _ray():
     return ray
 
 
+#: seconds a cluster's head may take to accept a connection before it is said unreachable (Ray itself would
+#: try for minutes)
+CONNECT_TIMEOUT = 10.0
+
+
+def _check_reachable(address) -> None:
+    """Refuse at once a ``host:port`` where nothing listens."""
+    import socket
+
+    text = str(address or "")
+    host, _, port = text.rpartition(":")
+    if "://" in text or not host or not port.isdigit():  # "auto", ray://..., a bare host: left to Ray
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as e:
+        raise InputError(f"--ray {address}: no Ray cluster answers there ({e.strerror or e}); start its head "
+                         "with `ray start --head --port PORT`") from None
+
+
 def _affinity(node_id: str):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -83,12 +103,9 @@ class _DeviceRunner:
             os.environ.pop(name, None)
         self.runner = LocalRunner(spec, timeout)
 
-    def describe(self) -> tuple[dict, object, str, str]:
-        """The device's record and facts, the node's id and address."""
-        import ray
-
-        context = ray.get_runtime_context()
-        return self.runner.device, self.runner.device_facts, context.get_node_id(), ray.util.get_node_ip_address()
+    def describe(self) -> tuple[dict, object]:
+        """The device's record and facts."""
+        return self.runner.device, self.runner.device_facts
 
     def measure(self, batch: Batch) -> tuple[str, object]:
         """("done", every candidate's result in order), or ("device", why) where the device could not measure
@@ -100,6 +117,8 @@ class _DeviceRunner:
             return "device", e.message
 
     def close(self) -> None:
+        """Stop the measuring process (a batch being measured ends at once): before the actor is killed, which
+        would leave it running."""
         self.runner.close()
 
 
@@ -118,7 +137,7 @@ class _Actor:
     busy: bool = False
 
     def describe(self) -> str:
-        return f"node {self.address} [{self.node_id[:8]}], device {self.spec}"
+        return f"node {self.address} [{self.node_id[:8]}] device {self.spec}"
 
 
 @dataclass
@@ -149,7 +168,7 @@ def _matches(spec, device) -> bool:
 def _lends(node: dict, devices: Sequence, spec) -> list[tuple[object, dict]]:
     """The devices of a node it lends (each with the resources its runner takes): as many GPUs as it has
     ``GPU`` resources, as many CPU devices as ``opencl_cpu`` resources, those ``spec`` names only."""
-    out, left = [], {"GPU": int(node["Resources"].get("GPU", 0)), CPU_RESOURCE: int(node["Resources"].get(CPU_RESOURCE, 0))}
+    out, left = [], {name: int(node["Resources"].get(name, 0)) for name in ("GPU", CPU_RESOURCE)}
     for device in devices:
         kinds = device.kind.split("/")
         resource = "GPU" if "gpu" in kinds else CPU_RESOURCE if "cpu" in kinds else None
@@ -158,6 +177,14 @@ def _lends(node: dict, devices: Sequence, spec) -> list[tuple[object, dict]]:
         left[resource] -= 1
         out.append((device, {"num_gpus": 1} if resource == "GPU" else {"resources": {CPU_RESOURCE: 1}}))
     return out
+
+
+def _check_one_name(actors: Sequence[_Actor], address) -> None:
+    """Refuse runners whose devices have different names: the database records trials per device name."""
+    if len({a.record["name"] for a in actors}) > 1:
+        found = "; ".join(f"{a.record['name']} on {a.describe()}" for a in actors)
+        raise InputError(f"the Ray cluster at {address} lends devices of different names ({found}): a tuning "
+                         "measures one device; choose it with --device NAME (a substring of its name)")
 
 
 def _common_facts(facts: Sequence):
@@ -188,6 +215,7 @@ class RayRunner:
         self.start_timeout, self.attempts, self.rejoin_s = start_timeout, attempts, rejoin_s
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
+            _check_reachable(address)
             try:
                 ray.init(address=address, log_to_driver=False, ignore_reinit_error=True,
                          logging_level=logging.ERROR, **(init or {}))
@@ -203,11 +231,7 @@ class RayRunner:
         self._closing = False
         try:
             self._actors = self._start_all()
-            records = {a.record["name"] for a in self._actors}
-            if len(records) > 1:
-                found = "; ".join(f"{a.record['name']} on {a.describe()}" for a in self._actors)
-                raise InputError(f"the Ray cluster at {address} lends devices of different names ({found}): a tuning "
-                                 "measures one device, choose it with --device NAME (a substring of its name)")
+            _check_one_name(self._actors, address)
         except BaseException:
             self._kill(self._actors)
             self._shutdown()
@@ -243,7 +267,8 @@ class RayRunner:
                 continue
             for device, resources in _lends(node, devices, self.device_spec):
                 spec = f"{device.platform_index}:{device.device_index}"
-                handle = actor_class.options(num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=1,
+                # two threads: close() stops the measuring process while a batch runs
+                handle = actor_class.options(num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=2,
                                              scheduling_strategy=_affinity(node["NodeID"]), **resources)\
                     .remote(spec, self.timeout)
                 actor = _Actor(handle, node["NodeID"], spec, address=node.get("NodeManagerAddress", ""))
@@ -254,7 +279,7 @@ class RayRunner:
     def _started(self, actor: _Actor) -> bool:
         """Whether ``actor`` answered: its device's record and facts filled in."""
         try:
-            actor.record, actor.facts, actor.node_id, actor.address = self._ray.get(actor.ready, timeout=0)
+            actor.record, actor.facts = self._ray.get(actor.ready, timeout=0)
         except Exception as e:
             self._deaths.append(f"{actor.describe()}: did not start ({_cause(e)})")
             self._kill([actor])
@@ -300,8 +325,9 @@ class RayRunner:
     def run(self, batch: Batch) -> list[Future]:
         futures = [Future() for _ in batch.builts]
         with self._lock:
-            if self._closing:
-                _fail(futures, DeviceError("the Ray runner was closed"))
+            if self._closing or not self._thread.is_alive():
+                _fail(futures, DeviceError(f"the Ray runner of the cluster at {self.address} was closed"
+                                           + (f" ({self._deaths[-1]})" if self._deaths else "")))
                 return futures
             self._queue.append(_Job(batch, futures))
             self._dispatch()
@@ -309,18 +335,35 @@ class RayRunner:
         return futures
 
     def _dispatch(self) -> None:
-        """Queued batches handed to idle runners (the lock held)."""
+        """Queued batches handed to idle runners, the one idle longest first (the lock held)."""
         while self._queue:
             idle = next((a for a in self._actors if not a.busy), None)
             if idle is None:
                 return
             job = self._queue.popleft()
             idle.busy = True
+            self._actors.remove(idle)
+            self._actors.append(idle)
             self._running[idle.handle.measure.remote(job.batch)] = (idle, job)
 
     def _serve(self) -> None:
         """The driver's thread: waits on the runners' answers, resolves the futures, sends batches again, and
-        now and then looks for nodes that joined."""
+        now and then looks for nodes that joined. Should Ray itself fail here (the cluster's head gone), every
+        batch waiting fails with that cause rather than hang."""
+        try:
+            self._loop()
+        except BaseException as e:
+            error = DeviceError(f"the Ray cluster at {self.address} failed: {_cause(e)}")
+            with self._lock:
+                jobs = [job for _, job in self._running.values()] + list(self._queue)
+                self._running.clear()
+                self._queue.clear()
+                self._actors = []
+                self._deaths.append(error.message)
+            for job in jobs:
+                _fail(job.futures, error)
+
+    def _loop(self) -> None:
         ray = self._ray
         while True:
             with self._lock:
@@ -395,6 +438,12 @@ class RayRunner:
             _fail(self._queue.popleft().futures, error)
 
     # -------------------------------------------------------------------------------- the rest
+    @property
+    def parallelism(self) -> int:
+        """Batches measured at once: one per live runner (the tuner keeps that many in flight)."""
+        with self._lock:
+            return max(1, len(self._actors))
+
     def builder(self) -> "RayBuilder":
         """A builder on the cluster's CPUs (the tuner's default with this runner)."""
         return RayBuilder()
@@ -402,9 +451,9 @@ class RayRunner:
     def describe(self) -> str:
         with self._lock:
             actors = list(self._actors)
-        where = ", ".join(f"on {a.describe()}" for a in actors)
+        where = "; ".join(a.describe() for a in actors)
         return (f"a Ray cluster at {self.address}: {len(actors)} runner{'s' * (len(actors) != 1)} of "
-                f"{self.device['name']} ({self.device['platform']}, driver {self.device['driver']}) {where}")
+                f"{self.device['name']} ({self.device['platform']}, driver {self.device['driver']}): {where}")
 
     def close(self) -> None:
         """Stop the runners (a batch being measured ends at once, unrecorded), and disconnect from the
@@ -420,6 +469,14 @@ class RayRunner:
         for job in jobs:
             _fail(job.futures, DeviceError("the Ray runner was closed before the batch was measured"))
         self._thread.join(5)
+        closing = []
+        for actor in self._actors:
+            try:
+                closing.append(actor.handle.close.remote())
+            except Exception:  # gone
+                pass
+        if closing:
+            self._ray.wait(closing, num_returns=len(closing), timeout=10)
         self._kill(self._actors + list(self._starting.values()))
         self._actors, self._starting = [], {}
         self._shutdown()

@@ -16,6 +16,7 @@ tuning again resumes it: what the database holds is not measured again, and the 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import sys
@@ -107,7 +108,9 @@ class Tuner:
     :class:`~liftpy.tuning.runner.LocalRunner` on ``device``), a builder (default: the runner's, else a
     :class:`~liftpy.tuning.builder.LocalBuilder` whose processes the local runner pauses while it times), a
     strategy per task (``strategy(space, trials, seed, first)``; default :class:`LocalSearch`), the timing
-    protocol (``repeat``: its rounds) and the search's options. Use it in a ``with`` block, or close it."""
+    protocol (``repeat``: its rounds) and the search's options. A runner measuring several batches at once says
+    how many in ``parallelism`` (a Ray cluster's devices); the tuner keeps that many in flight, and builds the next
+    while they run. Use it in a ``with`` block, or close it; a runner or builder given is the caller's to close."""
 
     def __init__(self, db: str | Path = "tuning.sqlite", device=None, *, seed: int = 0, repeat: int = 5,
                  timeout: float = 120.0, progress: bool = True, confirm: int = 4, cutoff: float | None = 10.0,
@@ -163,12 +166,15 @@ class Tuner:
         for index, slot in enumerate(slots):
             tuned.append(self._start(index, slot, share, scheduler))
         bar = Progress(max(0, trials - scheduler.spent), start=time.perf_counter(), enabled=self.progress)
+        parallel = max(1, int(getattr(self.runner, "parallelism", 1)))  # batches the runner measures at once
         try:
+            running: collections.deque = collections.deque()
             building = self._build_next(scheduler, tuned)
-            while building is not None:
-                running = self._run(building, tuned, scheduler)
-                building = self._build_next(scheduler, tuned)  # built while the runner measures
-                self._record(running, tuned, scheduler, bar)
+            while building is not None or running:
+                while building is not None and len(running) < parallel:
+                    running.append(self._run(building, tuned, scheduler))
+                    building = self._build_next(scheduler, tuned)  # built while the runner measures
+                self._record(running.popleft(), tuned, scheduler, bar)
         finally:
             bar.finish()
         for part in tuned:
