@@ -6,7 +6,8 @@
 For each subject (VGG-16's layer 10 and the programs of examples/programs/ at benchmarks/programs.py's sizes)
 the same ``--trials`` configurations (its route's starting points, then random ones) are tuned -- checked and
 timed, no confirmation pass -- by the earlier commit's tuner (a git worktree of ``--before``) and by this
-one's, each in a fresh process with a fresh database, taking turns for ``--rounds`` rounds. It prints each
+one's, each in a fresh process with a fresh database and an empty PoCL kernel cache, taking turns for ``--rounds`` rounds
+(which side goes first alternating from one subject to the next). It prints each
 one's wall time from the call to the tuner to its return (spaces, references, builds, checks, timing and
 database writes), the trials per minute, and whether the two agree on every trial's status.
 """
@@ -84,8 +85,11 @@ def child(side: str, name: str, configs_file: str, db: str) -> None:
 
 
 def run_side(side, worktree, name, configs_file) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(worktree if side == "before" else ROOT))
     with tempfile.TemporaryDirectory() as directory:
+        # PoCL's kernel cache empty at the start of each run: a search's candidates are new kernels, and a cache
+        # filled by the other side's run of the same configurations would hand this side its builds
+        env = dict(os.environ, PYTHONPATH=str(worktree if side == "before" else ROOT),
+                   POCL_CACHE_DIR=f"{directory}/pocl-cache")
         out = subprocess.run([sys.executable, __file__, "--child", side, "--subject", name, "--configs-file",
                               configs_file, "--db", f"{directory}/t.sqlite"], env=env, capture_output=True,
                              text=True, cwd=worktree if side == "before" else ROOT)
@@ -124,6 +128,7 @@ def main():
                  f"{'speed-up':>9} {'same statuses':>14}")
     print("\n".join(lines), flush=True)
     totals = {"before": 0.0, "after": 0.0}
+    totals_seen = []  # subjects done: which side goes first alternates from one to the next
     for name in args.subjects.split(","):
         task = subject_task(name)
         space = task.space()
@@ -139,11 +144,12 @@ def main():
         seconds = {"before": [], "after": []}
         statuses = {}
         for round_ in range(args.rounds):
-            for side in (("before", "after") if round_ % 2 == 0 else ("after", "before")):
+            for side in (("before", "after") if (round_ + len(totals_seen)) % 2 == 0 else ("after", "before")):
                 result = run_side(side, worktree, name, f.name)
                 seconds[side].append(result["seconds"])
                 statuses[side] = result["statuses"]
         os.unlink(f.name)
+        totals_seen.append(name)
         b, a = statistics.median(seconds["before"]), statistics.median(seconds["after"])
         totals["before"] += b
         totals["after"] += a

@@ -119,7 +119,7 @@ def test_every_trial_is_recorded_once_in_batches_and_a_resumed_run_measures_only
     best, _ = tune(db, 20, log, batch=8, confirm=0)
     first = rows(db)
     assert len(first) == 20 and len({config_key(t.config) for t in first}) == 20
-    assert [entry[2] for entry in log if entry[0] == "run"] == [8, 8, 4]
+    assert [entry[2] for entry in log if entry[0] == "run"] == [2, 8, 8, 2]  # the first small (FIRST_BATCH)
     assert best.time_ms == min(landscape(t.config) for t in first)
     best, _ = tune(db, 26, batch=8, confirm=0)
     again = rows(db)
@@ -128,13 +128,14 @@ def test_every_trial_is_recorded_once_in_batches_and_a_resumed_run_measures_only
 
 
 def test_the_next_batch_is_built_while_the_runner_measures():
-    """The builder gets batch 2 before the runner has answered batch 1 (it answers after 0.2 s)."""
+    """The builder gets batch 2 before the runner has answered batch 1 (it answers after 0.2 s); the first batch
+    is small, so that the runner starts soon."""
     import tempfile
 
     log = []
     with tempfile.TemporaryDirectory() as directory:
         tune(f"{directory}/t.sqlite", 16, log, runner=FakeRunner(log, delay=0.2), batch=8, confirm=0)
-    assert log[:4] == [("build", 8), ("run", 1, 8), ("build", 8), ("done", 1)], log
+    assert log[:4] == [("build", 2), ("run", 1, 2), ("build", 8), ("done", 1)], log
 
 
 def test_a_wrong_trial_is_recorded_and_never_chosen_however_fast(tmp_path):

@@ -21,12 +21,15 @@ from typing import Protocol, Sequence
 @dataclass(frozen=True)
 class Build:
     """A candidate to build: ``task`` (portable: it carries its program's text), the ``device``'s facts, the
-    configuration, and a test's planted fault ("module:function", applied to the generated program)."""
+    configuration, and a test's planted fault ("module:function", applied to the generated program). With
+    ``compile``, the builder also compiles the kernels for the device (one of its own machine, where the facts
+    say it is): the OpenCL runtime's cache of builds (PoCL's) then hands the runner the compiled program."""
 
     task: object
     device: object
     config: dict
     fault: str | None = None
+    compile: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,34 @@ def build_candidate(build: Build) -> Built:
 
             module, name = build.fault.split(":")
             generated = getattr(importlib.import_module(module), name)(build.config, generated)
+        if build.compile:
+            failure = _compile(generated, build.device)
+            if failure is not None:
+                return failed("build_error", failure)
     except Exception:  # a bug in liftpy, not a fault of the configuration: the tuner stops with the traceback
         return failed("bug", traceback.format_exc())
     return Built(build, generated, None, time.perf_counter() - start)
+
+
+def _compile(generated, device) -> str | None:
+    """Compile ``generated``'s kernels for the device of this machine the facts name; why it failed, or None.
+    A failure to open the device is no fault of the candidate: the runner builds it then."""
+    import pyopencl as cl
+
+    from ..errors import DeviceError
+    from ..runtime import build, get_device
+
+    try:
+        live = get_device(f"{device.platform_index}:{device.device_index}")
+    except (DeviceError, cl.Error):
+        return None
+    try:
+        build(generated.combined_source, live, generated.function)
+    except DeviceError as e:
+        return e.message
+    except cl.Error as e:
+        return f"OpenCL: {e}"
+    return None
 
 
 class InlineBuilder:
@@ -115,8 +143,12 @@ def _single_threaded():
 
 class LocalBuilder:
     """Builds on ``workers`` processes of this machine (spawned, so that no OpenCL state is shared), each
-    keeping the route spaces of the tasks it built last. Their ids (``process_ids``) let a runner on the same
-    machine pause them while it times (:class:`~liftpy.tuning.runner.LocalRunner`'s ``quiet``)."""
+    keeping the route spaces of the tasks it built last; a build asking to (``Build.compile``) compiles its
+    kernels too, off the runner's path. Their ids (``process_ids``) let a runner on the same machine pause them
+    while it times (:class:`~liftpy.tuning.runner.LocalRunner`'s ``quiet``)."""
+
+    #: a local builder compiles for a device of its machine
+    compiles = True
 
     def __init__(self, workers: int = 1):
         self.workers = workers

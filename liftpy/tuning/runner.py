@@ -201,7 +201,14 @@ def _worker(conn, device_spec):
             return
         if message is None:
             return
-        batch, quiet = message
+        if message[0] == "prepare":  # the task's reference made ahead of its first batch; a failure is met there
+            try:
+                program.reference_executable(message[1], device)
+            except Exception:
+                pass
+            conn.send(("prepared",))
+            continue
+        _, batch, quiet = message
         try:
             results = measure_batch(batch, device, lambda position: conn.send(("step", position)), quiet)
             conn.send(("done", results))
@@ -259,6 +266,22 @@ class LocalRunner:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="liftpy-runner")
         self._closing = False
 
+    def prepare(self, task) -> None:
+        """Start the worker and make ``task``'s reference (the naive lowering, checked and built) before its
+        first batch comes: while the builder builds it."""
+        self._thread.submit(self._prepare, task)
+
+    def _prepare(self, task) -> None:
+        if self._closing or ((self._process is None or not self._process.is_alive()) and self._start() is not None):
+            return  # a worker that cannot start: the first batch says why
+        try:
+            self._conn.send(("prepare", task))
+            if self._conn.poll(self.timeout) and self._conn.recv() == ("prepared",):
+                return
+        except (EOFError, ConnectionError, BrokenPipeError):
+            pass
+        self._kill()
+
     def run(self, batch: Batch) -> list[Future]:
         futures = [Future() for _ in batch.builts]
         self._thread.submit(self._serve, batch, futures)
@@ -312,7 +335,7 @@ class LocalRunner:
         quiet = tuple(self.quiet())
         current, start = 0, time.perf_counter()
         try:
-            self._conn.send((batch, quiet))
+            self._conn.send(("batch", batch, quiet))
             while True:
                 if not self._conn.poll(self.timeout):
                     self._kill()

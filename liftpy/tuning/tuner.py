@@ -47,6 +47,8 @@ SECOND_LOOK = 1.35
 HOISTED_TRIALS = 2
 #: candidates built, checked and timed together (their timing rounds taken in turns)
 BATCH = 8
+#: candidates in a tuning's first batch: built quickly, so that the runner starts while the next is built
+FIRST_BATCH = 2
 #: how long the rivals measured again take rounds in turns: the figure of a pick must hold across the machine's
 #: slow spells, which last seconds (benchmarks/results/notes-tuning.md)
 CONFIRM_SPAN_MS = 5000.0
@@ -167,6 +169,7 @@ class Tuner:
             tuned.append(self._start(index, slot, share, scheduler))
         bar = Progress(max(0, trials - scheduler.spent), start=time.perf_counter(), enabled=self.progress)
         parallel = max(1, int(getattr(self.runner, "parallelism", 1)))  # batches the runner measures at once
+        self._first = True
         try:
             running: collections.deque = collections.deque()
             building = self._build_next(scheduler, tuned)
@@ -186,6 +189,8 @@ class Tuner:
     def _start(self, index: int, slot: Slot, share: int, scheduler: TaskScheduler) -> _Tuned:
         """A slot's space and strategy, told what the database holds of it (a resumed tuning)."""
         task = slot.task
+        if hasattr(self.runner, "prepare"):  # its worker starts and makes the reference while the spaces are made
+            self.runner.prepare(task.portable())
         space = task.space(self.device_facts)
         if self.progress:
             print(f"  space of {task.describe()}: {space.describe(made=False)}", file=sys.stderr)
@@ -205,6 +210,10 @@ class Tuner:
         (slot index, configurations, build futures); None when the budget is spent."""
         while (choice := scheduler.next()) is not None:
             index, count = choice
+            if self._first and count > FIRST_BATCH:  # the first batch small: the runner starts sooner
+                scheduler.give_back(index, count - FIRST_BATCH)
+                count = FIRST_BATCH
+            self._first = False
             part = tuned[index]
             configs: list[dict] = []
             while len(configs) < count:
@@ -219,9 +228,15 @@ class Tuner:
                         configs.append(config)
             scheduler.give_back(index, count - len(configs))
             if configs:
-                builds = [Build(part.slot.task.portable(), self.device_facts, c, self.fault) for c in configs]
+                builds = [self._build(part.slot.task, c) for c in configs]
                 return index, configs, self.builder.build(builds)
         return None
+
+    def _build(self, task: ProgramTask, config: dict) -> Build:
+        """What the builder is asked for a candidate: its kernels compiled too where the builder shares the
+        runner's machine (a local builder beside a local runner)."""
+        local = getattr(self.builder, "compiles", False) and isinstance(self.runner, LocalRunner)
+        return Build(task.portable(), self.device_facts, config, self.fault, compile=local)
 
     def _built(self, task: ProgramTask, configs: list[dict], futures) -> list[Built]:
         """The builder's answers; one past the time limit is a timeout (and the builder starts afresh)."""
@@ -303,7 +318,7 @@ class Tuner:
             rivals += [t for t in second if t not in rivals][:count]
             configs = [t.config for t in rivals]
             portable = task.portable()
-            builds = [Build(portable, self.device_facts, c, self.fault) for c in configs]
+            builds = [self._build(task, c) for c in configs]
             builts = self._built(task, configs, self.builder.build(builds))
             timing = dataclasses.replace(self.timing, min_span_ms=CONFIRM_SPAN_MS)
             batch = Batch(portable, tuple(builts), self._seed(task, configs, measurement), timing)
