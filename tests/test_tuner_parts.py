@@ -255,3 +255,12 @@ def test_the_rivals_measured_again_take_rounds_in_turns_for_the_whole_span(tmp_p
 
     tune(tmp_path / "t.sqlite", 8, runner=Recording([]), confirm=2)
     assert spans[0] == 0.0 and spans[-1] == 1234.0  # a search batch, then a confirmation's
+
+
+def test_the_spread_of_a_figure_is_its_middle_half_over_its_median():
+    from liftpy.tuning.measure import spread
+
+    assert spread([2.0, 2.0, 2.0]) == 0.0
+    assert spread([1.0, 2.0, 3.0, 4.0]) == pytest.approx((3.5 - 1.5) / 2.5)  # halves' medians 1.5, 3.5; median 2.5
+    # seven rounds, one slow: the lower three's median 10, the upper three's (10, 11, 90) 11, the median 10
+    assert spread([10.0, 10.0, 10.0, 10.0, 10.0, 11.0, 90.0]) == pytest.approx((11.0 - 10.0) / 10.0)

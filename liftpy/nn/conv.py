@@ -13,7 +13,6 @@ is checked against a float64 numpy reference.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field

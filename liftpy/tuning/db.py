@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS trials (
     status TEXT NOT NULL,           -- ok | wrong | build_error | runtime_error | codegen_error | invalid | timeout | crash
     cause TEXT NOT NULL,            -- why, for every status but ok
     time_ms REAL,                   -- median over repeats of the sum of the pipeline's kernel times
-    times_ms TEXT,                  -- JSON: every repeat's total
+    times_ms TEXT,                  -- JSON: every timing round's figure (before issue 48: every repeat's total)
     stage_ms TEXT,                  -- JSON: median per kernel
     memory_bytes INTEGER,           -- global memory the pipeline allocates
     max_error REAL,                 -- largest error against the float64 reference, in units of the float32
@@ -125,6 +125,8 @@ class Trial:
     seconds: float | None
     check_seed: int | None = None
     moved_bytes: int | None = None
+    #: the figures its time is the median of: its timing rounds (older databases: its repeats)
+    times_ms: tuple[float, ...] = ()
 
     @property
     def measured_again(self) -> bool:
@@ -543,7 +545,7 @@ class TuningDB:
     def trials(self, subject: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         columns = ("task_key", "label", "algorithm", "config", "device", "status", "cause", "time_ms",
-                   "memory_bytes", "max_error", "stage_ms", "seconds", "check_seed", "moved_bytes")
+                   "memory_bytes", "max_error", "stage_ms", "seconds", "check_seed", "moved_bytes", "times_ms")
         query, args = f"SELECT {', '.join(map(self._column, columns))} FROM trials WHERE 1", []
         for column, value in (("task_key", subject.key if subject else None), ("device", device),
                               ("status", status), ("algorithm", algorithm)):
@@ -553,7 +555,8 @@ class TuningDB:
         out = []
         for row in self.conn.execute(query + " ORDER BY id", args):
             out.append(Trial(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7], row[8],
-                             row[9], json.loads(row[10] or "{}"), row[11], row[12], row[13]))
+                             row[9], json.loads(row[10] or "{}"), row[11], row[12], row[13],
+                             tuple(json.loads(row[14] or "[]"))))
         return out
 
     @_guarded("read it")

@@ -1,12 +1,13 @@
 """The measuring protocol: how a runner times candidates, and the seeds of the inputs they are checked on.
 
-A batch of built candidates is checked, then timed in :class:`Timing`'s rounds *taken in turns*: round 1 of
-every candidate, then round 2 of every candidate, ... A round lasts at least ``min_round_ms`` (as many calls as
-that takes, TVM's ``min_repeat_ms``), and its figure is the mean kernel-event time of its calls; a candidate's
-time is the median of its rounds, its spread the rounds' range over that median. The machine's speed drifts for
-seconds at a time (another process, another library's thread pool still spinning after its last call, the
-OpenCL runtime's threads waking up): candidates timed in turns meet the same phases, so their ranking follows
-the kernels, not the machine. The protocol is written out in the README.
+A batch of built candidates is checked, warmed up, then timed in :class:`Timing`'s rounds *taken in turns*:
+round 1 of every candidate, then round 2 of every candidate, ... A round lasts at least ``min_round_ms`` (as
+many calls as that takes, TVM's ``min_repeat_ms``), and its figure is the mean kernel-event time of its calls;
+a candidate's time is the median of its rounds, its spread how far apart the middle half of its rounds lie
+(:func:`spread`). The machine's speed drifts for seconds at a time (another process, another library's thread
+pool still spinning after its last call, the OpenCL runtime's threads waking up): candidates timed in turns
+meet the same spells, so their ranking follows the kernels, not the machine; a figure that must hold (a pick's)
+is sampled over several seconds (``min_span_ms``). The protocol is written out in the README.
 """
 
 from __future__ import annotations
@@ -60,9 +61,14 @@ def median(values: Sequence[float]) -> float:
 
 
 def spread(rounds: Sequence[float]) -> float:
-    """The rounds' range over their median: 0.05 is +-2.5% around it."""
-    m = median(rounds)
-    return (max(rounds) - min(rounds)) / m if m > 0 else 0.0
+    """How far apart the middle half of the rounds lie, over their median (0.05: the middle half within 5%):
+    the noise of a figure, a slow spell's outlying rounds left out as the median leaves them out."""
+    ordered = sorted(rounds)
+    m = median(ordered)
+    if m <= 0 or len(ordered) < 2:
+        return 0.0
+    lower, upper = ordered[: len(ordered) // 2], ordered[(len(ordered) + 1) // 2:]
+    return (median(upper) - median(lower)) / m
 
 
 def check_seed(subject, algorithm: str, config: dict, search_seed: int = 0, measurement: int = 0) -> int:

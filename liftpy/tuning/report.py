@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from .db import TIED, Trial, TuningDB, ranked
+from .measure import spread
 from .program import ROUTE, ProgramTask
 
 
@@ -35,18 +36,21 @@ def task_report(db: TuningDB, task, device: str | None, out_dir: Path, top: int 
     flops = getattr(task, "flops", None)
     lines = [f"{task.describe()}: {len(trials)} trials, {len(ok)} correct"]
     if ok:
-        lines.append(f"{'rank':>4} {'time ms':>9} {'timed':>5} {'GFLOP/s':>8} {'MiB':>7} {'moved':>8} "
+        lines.append(f"{'rank':>4} {'time ms':>9} {'spread':>7} {'timed':>5} {'GFLOP/s':>8} {'MiB':>7} {'moved':>8} "
                      f"{'algorithm':>9}  configuration")
         for rank, t in enumerate(ok[:top], 1):
             config = ", ".join(f"{k}={v}" for k, v in t.config.items())
             rate = f"{flops / t.time_ms / 1e6:8.1f}" if flops else f"{'-':>8}"
             timed = "again" if t.measured_again else "once"
             moved = f"{t.moved_bytes / 2**20:8.1f}" if t.moved_bytes is not None else f"{'-':>8}"
-            lines.append(f"{rank:4} {t.time_ms:9.3f} {timed:>5} {rate} "
+            spread_text = f"{spread(t.times_ms):7.0%}" if len(t.times_ms) > 1 else f"{'-':>7}"
+            lines.append(f"{rank:4} {t.time_ms:9.3f} {spread_text} {timed:>5} {rate} "
                          f"{(t.memory_bytes or 0) / 2**20:7.1f} {moved} {t.algorithm:>9}  {config}")
         lines.append("timed: again = measured again in turns with its rivals at the search's end (ranked first; "
                      f"of those within {TIED:.0%} of the fastest, one moving {TIED:.0%} fewer bytes goes before it), "
                      "once = its first median only")
+        lines.append("time: the median of its timing rounds; spread: how far apart the middle half of them lie, over "
+                     "that median (README, the measuring protocol)")
         lines.append("MiB: global memory allocated; moved: MiB a call's kernels ask of global memory "
                      "(liftpy.codegen.traffic)")
     failures = Counter(t.status for t in trials if t.status != "ok")

@@ -117,14 +117,13 @@ class Tuner:
     def __init__(self, db: str | Path = "tuning.sqlite", device=None, *, seed: int = 0, repeat: int = 5,
                  timeout: float = 120.0, progress: bool = True, confirm: int = 4, cutoff: float | None = 10.0,
                  batch: int = BATCH, builder=None, runner=None,
-                 strategy: Callable[..., SearchStrategy] | None = None, fault: str | None = None,
-                 min_round_ms: float | None = None):
+                 strategy: Callable[..., SearchStrategy] | None = None, fault: str | None = None):
         leave_if_importing_the_script()
         _check_budget(0, repeat, confirm, timeout, batch)
         self.db, self.seed, self.timeout, self.progress = db, seed, timeout, progress
         self.confirm, self.cutoff, self.batch, self.fault = confirm, cutoff, batch, fault
-        self.timing = Timing(rounds=repeat) if min_round_ms is None else Timing(rounds=repeat,
-                                                                                  min_round_ms=min_round_ms)
+        self.timing = Timing(rounds=repeat)
+        self._first = True  # the next batch is a tuning's first (FIRST_BATCH)
         self.strategy = strategy or (lambda space, trials, seed, first: LocalSearch(space, trials, seed, first))
         self._own = []  # the parts made here, closed here
         self.database = TuningDB(db)
