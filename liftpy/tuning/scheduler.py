@@ -99,10 +99,10 @@ class TaskScheduler:
         open_ = [i for i in range(len(self.slots)) if self._room(i) > 0]
         if not open_:
             return None
-        # every slot's first batch first (a stage run once: its few trials), in order
-        first = [i for i in open_ if self.states[i].trials + self.pending[i] == 0
-                 or not self.slots[i].per_call]
-        chosen = first[0] if first else max(open_, key=lambda i: (self.gain(i), -i))
+        # every slot's first batch first, in order; then a stage run once gets the rest of its few trials
+        first = [i for i in open_ if self.states[i].trials + self.pending[i] == 0]
+        once = [i for i in open_ if not self.slots[i].per_call]
+        chosen = first[0] if first else once[0] if once else max(open_, key=lambda i: (self.gain(i), -i))
         count = min(self.batch, self._room(chosen))
         if first:  # a first batch leaves room for the other slots' first ones
             count = min(count, max(1, (self.budget - self.spent) // len(first)))

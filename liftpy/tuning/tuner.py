@@ -158,10 +158,12 @@ class Tuner:
 
     # -------------------------------------------------------------------------------- tuning
     def tune(self, slots: Sequence[Slot], trials: int) -> list[Best | None]:
-        """Tune ``slots`` with ``trials`` trials in all (those in the database count), as the scheduler allots
-        them; then the fastest of each measured again in turns. Each slot's best (None: no correct trial)."""
+        """Tune ``slots`` with ``trials`` trials in all (those in the database count; one a slot at least), as the
+        scheduler allots them; then the fastest of each measured again in turns. Each slot's best (None: no correct trial)."""
         _check_budget(trials, self.timing.rounds, self.confirm, self.timeout, self.batch)
         slots = list(slots)
+        if trials:  # a trial for each slot at least: a staged program joins every stage's best
+            trials = max(trials, len(slots))
         share = max(1, trials // max(1, len(slots)))
         tuned, scheduler = [], TaskScheduler(slots, trials, self.batch)
         for index, slot in enumerate(slots):
