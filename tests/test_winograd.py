@@ -100,12 +100,13 @@ def test_a_layer_whose_winograd_program_gets_no_correct_trial_keeps_the_direct_p
     fault = "tests.faults:winograd_weights_scaled"
     best = liftpy.tune(layer, trials=2, db=db, repeat=1, progress=False, confirm=0, fault=fault)
     assert not best.stages and best.task == nn.route_task(layer)
-    assert all(t.status == "ok" for t in best.trials) and len(best.trials) == 2
+    assert best.trials and all(t.status == "ok" for t in best.trials)  # one budget: the scheduler's share
     note = capsys.readouterr().err
     assert "winograd left out: no correct trial" in note and "stage u" in note and "failures: wrong" in note
     database = TuningDB(db)
     u = next(s for s in winograd.winograd_task(layer).stages() if s.stage == "u")
-    assert [t.status for t in database.trials(u, None)] == ["wrong", "wrong"]
+    statuses = [t.status for t in database.trials(u, None)]
+    assert statuses and set(statuses) == {"wrong"}
     assert best_in_database(database, layer, None).name == DIRECT
     database.close()
     with pytest.raises(NoCorrectTrial, match="stage u"):

@@ -386,10 +386,10 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
             tuned = []
             for a, (name, task) in enumerate(alternatives):
                 stages = [best for best, owner in zip(found, owners) if owner == (g, a)]
-                trials_of = [t for s, owner in zip(slots, owners) if owner == (g, a)
-                             for t in tuner.database.trials(s.task, tuner.device["name"], algorithm=ROUTE)]
-                if None in stages:
-                    error = NoCorrectTrial(f"no correct trial of {task.describe()} (trials: {len(trials_of)}; "
+                if None in stages:  # named by the first stage (or the task) with no correct trial
+                    lacking = next(s.task for s, b, owner in zip(slots, found, owners) if owner == (g, a) and b is None)
+                    trials_of = tuner.database.trials(lacking, tuner.device["name"], algorithm=ROUTE)
+                    error = NoCorrectTrial(f"no correct trial of {lacking.describe()} (trials: {len(trials_of)}; "
                                            f"failures: {', '.join(sorted({t.status for t in trials_of})) or 'none'})")
                     if a == 0:
                         raise error
