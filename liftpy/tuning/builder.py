@@ -137,8 +137,9 @@ class InlineBuilder:
 
 def _single_threaded():
     """A builder process's numerical libraries on one thread: it shares the machine with the device."""
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = "1"
+    from .runner import _HOST_THREADS
+
+    os.environ.update({name: "1" for name in _HOST_THREADS})
 
 
 class LocalBuilder:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from statistics import median
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -52,12 +53,6 @@ class Timing:
         if first_ms <= 0:
             return self.max_calls
         return max(1, min(self.max_calls, math.ceil(ms / first_ms)))
-
-
-def median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def spread(rounds: Sequence[float]) -> float:
