@@ -14,11 +14,16 @@ each time by a fresh runner (a new worker process), under three protocols taken 
   going on in turns for CONFIRM_SPAN_MS (5 s).
 
 It prints, per configuration, the median time and each protocol's spread: how far the workers' medians lie
-from their median (the larger side, in %), and the worst over every configuration of 0.1 ms or more.
+from their median (the larger side, in %), and the worst over every configuration of 0.1 ms or more. Beside
+them, the *host floor*: a fixed single-threaded numpy workload, no OpenCL, timed the pick's way in a fresh
+process next to each worker, and its spread over the subject's workers: what the machine alone varies by in
+the same minutes, which no timing protocol can take out of a figure.
 """
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -71,6 +76,31 @@ def measure(task, builts, timing, together, seed) -> list[float]:
         runner.close()
 
 
+HOST_FLOOR = """
+import statistics, sys, time
+import numpy as np
+a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
+def round_ms():  # at least 25 ms of calls, as a round of the protocol
+    calls, start = 0, time.perf_counter()
+    while (time.perf_counter() - start) < 0.025:
+        np.dot(a, a); calls += 1
+    return (time.perf_counter() - start) * 1e3 / calls
+for _ in range(3): round_ms()  # warm-up
+rounds, start = [], time.perf_counter()
+while (time.perf_counter() - start) * 1e3 < float(sys.argv[1]):
+    rounds.append(round_ms())
+print(statistics.median(rounds))
+"""
+
+
+def host_floor() -> float:
+    """The median round of the fixed numpy workload over CONFIRM_SPAN_MS, in a fresh single-threaded process."""
+    env = dict(os.environ, **{name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    out = subprocess.run([sys.executable, "-c", HOST_FLOOR, str(CONFIRM_SPAN_MS)], env=env, capture_output=True,
+                         text=True, check=True)
+    return float(out.stdout.strip())
+
+
 def spread(values) -> float:
     """How far the values lie from their median, the larger side, as a share of it."""
     middle = statistics.median(values)
@@ -87,9 +117,11 @@ def main():
     lines = machine_record(None)
     lines.append(f"protocols: before = each alone, 1 warm-up + median of 5 calls; trial = {Timing()}; pick = the "
                  f"same for at least {CONFIRM_SPAN_MS:g} ms")
-    lines.append(f"{'subject':15} {'config':>6} {'median ms':>10} " + " ".join(f"{p + ' spread':>14}" for p in PROTOCOLS))
+    lines.append(f"{'subject':15} {'config':>6} {'median ms':>10} " + " ".join(f"{p + ' spread':>14}" for p in PROTOCOLS)
+                 + f" {'host floor':>11}")
     print("\n".join(lines), flush=True)
     worst = {p: 0.0 for p in PROTOCOLS}
+    worst_floor = 0.0
     start = time.perf_counter()
     for name, task in tasks(args.subjects.split(",")):
         portable = task.portable()
@@ -98,7 +130,9 @@ def main():
         configs = space.starting_points()[: args.configs]
         builts = [build_candidate(Build(portable, facts, c)) for c in configs]
         medians = {p: [[] for _ in configs] for p in PROTOCOLS}
+        floors = []
         for worker in range(args.workers):
+            floors.append(host_floor())
             order = list(PROTOCOLS) if worker % 2 == 0 else list(reversed(PROTOCOLS))
             for protocol in order:
                 timing, together = PROTOCOLS[protocol]
@@ -110,11 +144,14 @@ def main():
             if middle >= 0.1:
                 for p in PROTOCOLS:
                     worst[p] = max(worst[p], spreads[p])
-            line = f"{name:15} {i:>6} {middle:>10.3f} " + " ".join(f"{spreads[p] * 100:>13.1f}%" for p in PROTOCOLS)
+            line = (f"{name:15} {i:>6} {middle:>10.3f} " + " ".join(f"{spreads[p] * 100:>13.1f}%" for p in PROTOCOLS)
+                    + f" {spread(floors) * 100:>10.1f}%")
+            worst_floor = max(worst_floor, spread(floors))
             lines.append(line)
             print(line, flush=True)
     lines.append("worst spread over the configurations of 0.1 ms or more: "
                  + ", ".join(f"{p} +-{worst[p] * 100:.1f}%" for p in PROTOCOLS)
+                 + f"; the host floor +-{worst_floor * 100:.1f}%"
                  + f" ({time.perf_counter() - start:.0f} s)")
     print(lines[-1])
     if args.out:

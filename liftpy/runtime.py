@@ -151,6 +151,34 @@ def build(source: str, device, name: str = "program"):
     return program
 
 
+#: PoCL compiles a kernel's work-group function at its first launch of each local size, one variant for grids
+#: narrower than this in every dimension (``-smallgrid``) and one for wider; a launch of one work-group compiles
+#: the narrow one
+_NARROW_GRID = 65535
+
+
+def launch_one_work_group(generated: GeneratedProgram, device) -> None:
+    """Launch each kernel of ``generated`` over one work-group, on scratch buffers, and wait: a runtime that
+    compiles per launch shape at the first launch (PoCL: 0.1-1.4 s a kernel on a CPU) does that now, into its
+    disk cache, so that a process running the program later, as a tuner's runner, finds it compiled. Kernels
+    whose launch shape the runtime would compile apart (no local size, a wide grid) are left alone."""
+    cl = _cl()
+    ctx, queue = context_and_queue(device)
+    program = build(generated.combined_source, device, generated.function)
+    buffers = {b.name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(b.bytes, 4)) for b in generated.buffers}
+    scalars = {name: _scalar(ctype, 0) for name, ctype in generated.scalar_params}
+    events = []
+    for plan in generated.kernels:
+        local = plan.launch.local_size
+        if local is None or max(plan.launch.global_size) >= _NARROW_GRID:
+            continue
+        kernel = cl.Kernel(program, plan.name)
+        for position, name in enumerate(plan.args):
+            kernel.set_arg(position, buffers[name] if name in buffers else scalars[name])
+        events.append(cl.enqueue_nd_range_kernel(queue, kernel, tuple(local), tuple(local)))
+    cl.wait_for_events(events)
+
+
 # ------------------------------------------------------------------------------------------------ running
 class KernelTimes:
     """A run's kernels' times, read from their profiling events when first asked for, not inside the call

@@ -264,3 +264,52 @@ def test_the_spread_of_a_figure_is_its_middle_half_over_its_median():
     assert spread([1.0, 2.0, 3.0, 4.0]) == pytest.approx((3.5 - 1.5) / 2.5)  # halves' medians 1.5, 3.5; median 2.5
     # seven rounds, one slow: the lower three's median 10, the upper three's (10, 11, 90) 11, the median 10
     assert spread([10.0, 10.0, 10.0, 10.0, 10.0, 11.0, 90.0]) == pytest.approx((11.0 - 10.0) / 10.0)
+
+
+def test_a_candidate_whose_first_launch_kills_the_builder_is_built_again_for_the_runner_to_judge(tmp_path):
+    """A builder that compiles (and launches) the kernels beside the runner may die on a faulty kernel: that
+    candidate, and those the reset cancelled, are built again without compiling, and every trial is recorded
+    once; the fault is the runner's to find (here: it finds the candidate wrong)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    log, compiled, faulty = [], [], set()
+
+    class Compiling(FakeBuilder):
+        compiles, broken, resets = True, False, 0
+
+        def reset(self):
+            self.resets += 1
+            self.broken = False
+
+        def build(self, builds):
+            futures = []
+            for build in builds:
+                compiled.append(build.compile)
+                future = Future()
+                key = config_key(build.config)
+                if build.compile and (not faulty or key in faulty):  # the first candidate's launch crashes
+                    faulty.add(key)
+                    self.broken = True
+                    future.set_exception(BrokenProcessPool("a process died"))
+                else:
+                    future.set_result(Built(build, "generated", None, 0.0))
+                futures.append(future)
+            return futures
+
+    class Local(FakeRunner):
+        on_this_machine = True
+
+        def result(self, config, seed):
+            if config_key(config) in faulty:
+                return {**super().result(config, seed), "status": "wrong", "cause": "output differs"}
+            return super().result(config, seed)
+
+    builder = Compiling(log)
+    db = tmp_path / "t.sqlite"
+    with Tuner(db, runner=Local(log), builder=builder, progress=False, confirm=0, batch=4) as tuner:
+        best = tuner.tune([Slot(task())], 10)[0]
+    trials = rows(db)
+    assert len(trials) == 10 and len({config_key(t.config) for t in trials}) == 10
+    assert [t.status for t in trials if config_key(t.config) in faulty] == ["wrong"]
+    assert builder.resets == 1 and compiled.count(False) == 1  # rebuilt once, without compiling
+    assert best is not None and config_key(best.config) not in faulty

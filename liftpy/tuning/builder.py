@@ -23,7 +23,8 @@ class Build:
     """A candidate to build: ``task`` (portable: it carries its program's text), the ``device``'s facts, the
     configuration, and a test's planted fault ("module:function", applied to the generated program). With
     ``compile``, the builder also compiles the kernels for the device (one of its own machine, where the facts
-    say it is): the OpenCL runtime's cache of builds (PoCL's) then hands the runner the compiled program."""
+    say it is) and launches each over one work-group, which compiles what the runtime compiles at a first
+    launch: the OpenCL runtime's disk cache (PoCL's) then hands the runner both, off its path."""
 
     task: object
     device: object
@@ -55,7 +56,7 @@ class Builder(Protocol):
     def close(self) -> None: ...
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=32)  # a network's layers and stages
 def _space(task, device):
     return task.space(device)
 
@@ -100,7 +101,7 @@ def _compile(generated, device) -> str | None:
     import pyopencl as cl
 
     from ..errors import DeviceError
-    from ..runtime import build, get_device
+    from ..runtime import build, get_device, launch_one_work_group
 
     try:
         live = get_device(f"{device.platform_index}:{device.device_index}")
@@ -112,6 +113,10 @@ def _compile(generated, device) -> str | None:
         return e.message
     except cl.Error as e:
         return f"OpenCL: {e}"
+    try:  # the runtime's compile at the first launch, done here too; what fails is the runner's to find
+        launch_one_work_group(generated, live)
+    except (DeviceError, cl.Error):
+        pass
     return None
 
 
@@ -135,6 +140,13 @@ class InlineBuilder:
         return ()
 
 
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _single_threaded():
     """A builder process's numerical libraries on one thread: it shares the machine with the device."""
     from .runner import _HOST_THREADS
@@ -143,16 +155,19 @@ def _single_threaded():
 
 
 class LocalBuilder:
-    """Builds on ``workers`` processes of this machine (spawned, so that no OpenCL state is shared), each
-    keeping the route spaces of the tasks it built last; a build asking to (``Build.compile``) compiles its
-    kernels too, off the runner's path. Their ids (``process_ids``) let a runner on the same machine pause them
+    """Builds on ``workers`` processes of this machine (default: one a CPU, at most ``MAX_WORKERS``; spawned,
+    so that no OpenCL state is shared), each keeping the route spaces of the tasks it built last; a build asking
+    to (``Build.compile``) compiles its kernels too, off the runner's path. Their ids (``process_ids``) let a runner on the same machine pause them
     while it times (:class:`~liftpy.tuning.runner.LocalRunner`'s ``quiet``)."""
 
     #: a local builder compiles for a device of its machine
     compiles = True
 
-    def __init__(self, workers: int = 1):
-        self.workers = workers
+    #: the most processes a builder starts by default (each holds its tasks' route spaces)
+    MAX_WORKERS = 8
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or min(self.MAX_WORKERS, _usable_cpus())
         self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
@@ -172,6 +187,11 @@ class LocalBuilder:
     @property
     def process_ids(self) -> tuple[int, ...]:
         return tuple(self._pool._processes or ())  # started on the first build
+
+    @property
+    def broken(self) -> bool:
+        """Whether a process died under the pool (it takes no builds until :meth:`reset`)."""
+        return bool(self._pool._broken)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -244,6 +244,8 @@ class LocalRunner:
     and replaces the worker, and the batch goes on without that candidate. ``quiet``: a callable giving the ids
     of processes paused while candidates are timed (a :class:`~liftpy.tuning.builder.LocalBuilder`'s)."""
 
+    #: its device is one of this machine's (a local builder may compile for it)
+    on_this_machine = True
     #: seconds a new worker may take to import liftpy and open the device before it is ready
     START_TIMEOUT = 300.0
     #: workers that failed to start in a row before the tuner stops: no trial can be measured

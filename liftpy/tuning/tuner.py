@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 import time
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -236,23 +236,40 @@ class Tuner:
     def _build(self, task: ProgramTask, config: dict) -> Build:
         """What the builder is asked for a candidate: its kernels compiled too where the builder shares the
         runner's machine (a local builder beside a local runner)."""
-        local = getattr(self.builder, "compiles", False) and isinstance(self.runner, LocalRunner)
-        return Build(task.portable(), self.device_facts, config, self.fault, compile=local)
+        return Build(task.portable(), self.device_facts, config, self.fault, compile=self._compiles)
+
+    @property
+    def _compiles(self) -> bool:
+        """Whether the builder compiles the kernels too (a local builder beside a local runner)."""
+        return getattr(self.builder, "compiles", False) and getattr(self.runner, "on_this_machine", False)
 
     def _built(self, task: ProgramTask, configs: list[dict], futures) -> list[Built]:
-        """The builder's answers; one past the time limit is a timeout (and the builder starts afresh)."""
+        """The builder's answers. A build that compiles and runs past the time limit, or whose process dies
+        (its kernel's first launch hung or crashed), is built again without compiling: the runner then meets
+        the fault and charges it to the candidate. Past the time limit otherwise: a timeout."""
         builts = []
         for config, future in zip(configs, futures):
-            try:
-                builts.append(future.result(timeout=self.timeout))
-            except FutureTimeout:
-                if hasattr(self.builder, "reset"):
-                    self.builder.reset()
-                builts.append(Built(Build(task, self.device_facts, config), None,
-                                    {"status": "timeout", "cause": f"not built after {self.timeout:g} s (lower and "
-                                     "generate)"}, self.timeout))
-            except BrokenProcessPool:  # it dies at start where it imports a script that tunes as it is imported
-                raise InputError(f"a builder process died: {SCRIPT_GUARD}") from None
+            build = self._build(task, config)
+            while True:
+                try:
+                    builts.append(future.result(timeout=self.timeout))
+                    break
+                except CancelledError:  # the builder was reset for another candidate: built again
+                    future = self.builder.build([build])[0]
+                    continue
+                except (FutureTimeout, BrokenProcessPool) as e:
+                    stuck = isinstance(e, FutureTimeout) or getattr(self.builder, "broken", True)
+                    if stuck and hasattr(self.builder, "reset"):
+                        self.builder.reset()
+                    if build.compile:
+                        build = dataclasses.replace(build, compile=False)
+                        future = self.builder.build([build])[0]
+                    elif isinstance(e, FutureTimeout):
+                        builts.append(Built(build, None, {"status": "timeout", "cause": f"not built after "
+                                                          f"{self.timeout:g} s (lower and generate)"}, self.timeout))
+                        break
+                    else:  # it dies at start where it imports a script that tunes as it is imported
+                        raise InputError(f"a builder process died: {SCRIPT_GUARD}") from None
         for built in builts:
             if built.failure is not None and built.failure["status"] == "bug":
                 self._stop_for_bug(task, built.config, None, built.failure["cause"])
