@@ -502,6 +502,12 @@ def _prepare_tuning(args, tasks, what: str):
     database.close()
     if database.recovered:  # what a failed write of an earlier run kept aside (TuningDB.record), stored now
         print(f"stored {database.recovered} measurements kept in {database.recovery_path}", file=sys.stderr)
+    if args.search == "model":
+        from .tuning.cost_model import LearnedModel
+
+        if not LearnedModel.available():
+            print("the model search ranks by the analytic model alone: LightGBM, which learns this device's, is not "
+                  "installed (pip install -e .[model])", file=sys.stderr)
     where = runner.describe() if runner is not None else \
         f"the {'default device' if args.device is None else args.device}"
     print(f"tuning {what} on {where}, {args.trials} trials, database {args.db}", file=sys.stderr)
@@ -509,7 +515,8 @@ def _prepare_tuning(args, tasks, what: str):
 
 
 def _tuning_options(args, runner) -> dict:
-    return dict(repeat=args.repeat, timeout=args.timeout, batch=args.trials_per_batch, runner=runner)
+    return dict(repeat=args.repeat, timeout=args.timeout, batch=args.trials_per_batch, runner=runner,
+                strategy=args.search)
 
 
 def _count_trials(args, best) -> None:
@@ -747,6 +754,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", metavar="ADDRESS",
                    help="tune on a Ray cluster (host:port of its head, or auto): one runner per OpenCL device of "
                         "each node, the database here (pip install -e .[ray])")
+    p.add_argument("--search", choices=["local", "random", "model"], default="local",
+                   help="the search: local (random samples, then the neighbours of the fastest; the default), "
+                        "random, or model (candidates ranked by a cost model learned from this device's trials; "
+                        "pip install -e .[model])")
 
     p = add("report", "the best configurations, failures and Pareto front of a tuning database", cmd_report)
     program_options(p, "program")

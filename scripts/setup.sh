@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set liftpy up on this machine: Python 3.11+ with venv, an OpenCL platform (Debian's PoCL when none is
-# installed), and a virtual environment in .venv with liftpy, its test extras and Ray (for the cluster
-# tests). Safe to run again.
+# installed), and a virtual environment in .venv with liftpy, its test extras, Ray (for the cluster tests)
+# and LightGBM (the learned cost model). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,5 +34,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test,ray]'
+.venv/bin/python -m pip install -q -e '.[test,ray,model]'
 echo "setup: ready (.venv/bin/liftpy, $(.venv/bin/python --version))" >&2

@@ -44,6 +44,8 @@ def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
     for t in first:
         assert t.status == "ok" and t.time_ms > 0 and t.max_error <= 1 and t.memory_bytes > 0
     assert all(json.loads(r[6]) for r in rows(db))  # kernel source hashes stored
+    # what a cost model reads is stored with each trial: 8 kernels x 12 x 12 outputs x 8 channels x 9 taps
+    assert all(t.features["reduction_updates"] == 8 * 12 * 12 * 8 * 9 for t in first)
     again = liftpy.tune(SMALL, algorithm="direct", trials=9, db=db, seed=1, repeat=2, progress=False).trials
     trials = [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in again]
     assert len(again) == 9 and len(set(trials)) == 9  # three new trials, none repeated
@@ -530,3 +532,22 @@ def test_a_starting_point_near_the_fastest_is_measured_again_with_it(tmp_path):
     again = [task.complete(t.config) for t in trials if t.measured_again]
     assert others[0] in again and starts[1] in again
     assert others[1] not in again and starts[2] not in again
+
+
+def test_a_model_guided_tuning_ranks_its_pool_and_records_checked_trials_with_their_features(tmp_path, monkeypatch):
+    """The model search end to end on a device: a pool featurised by the builder, ranked by the device's model
+    (the analytic one until trials come), every trial checked and stored with its features; resumed, the
+    trials of the database train the model and none is measured twice."""
+    from liftpy.tuning import tuner
+
+    monkeypatch.setattr(tuner, "MODEL_POOL", 6)  # a small pool: each candidate is generated to be ranked
+    db = tmp_path / "t.sqlite"
+    best = liftpy.tune(SMALL, algorithm="direct", trials=5, db=db, seed=2, repeat=1, progress=False, confirm=0,
+                       strategy="model")
+    assert len(best.trials) == 5 and all(t.status == "ok" and t.features for t in best.trials)
+    again = liftpy.tune(SMALL, algorithm="direct", trials=8, db=db, seed=2, repeat=1, progress=False, confirm=0,
+                        strategy="model")
+    keys = [json.dumps(t.config, sort_keys=True) for t in again.trials]
+    assert len(keys) == 8 == len(set(keys))
+    with pytest.raises(liftpy.errors.InputError, match="no search strategy"):
+        liftpy.tune(SMALL, algorithm="direct", trials=1, db=db, progress=False, strategy="annealing")

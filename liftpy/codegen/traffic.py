@@ -63,7 +63,7 @@ def kernel_traffic(kernel: Kernel) -> Traffic:
                 elif isinstance(s, (Unrolled, Produce)):
                     straight(s.body)
                 elif isinstance(s, If):
-                    inside = _share_inside(s, extents.get(s.var))
+                    inside = branch_share(s, extents.get(s.var))
                     nested += region(s.then, times * inside) + region(s.orelse, times * (1 - inside))
 
         straight(body)
@@ -74,7 +74,7 @@ def kernel_traffic(kernel: Kernel) -> Traffic:
     return Traffic(round(total.read), round(total.written))
 
 
-def _share_inside(branch: If, loop: tuple[int, int] | None) -> float:
+def branch_share(branch: If, loop: tuple[int, int] | None) -> float:
     """The share of its loop's steps that take an interior/border branch's ``then`` side (all, when the loop
     is unknown: the interior version is the one that runs most)."""
     if loop is None:

@@ -36,12 +36,14 @@ class Build:
 @dataclass(frozen=True)
 class Built:
     """A built candidate: its generated program, or the failure (a result the database records) that stopped
-    it; ``seconds``: the time lowering and generating took."""
+    it; ``seconds``: the time lowering and generating took; ``features``: what a cost model reads of its
+    kernels (:mod:`liftpy.tuning.features`)."""
 
     build: Build
     generated: object | None
     failure: dict | None
     seconds: float
+    features: dict | None = None
 
     @property
     def config(self) -> dict:
@@ -66,6 +68,7 @@ def build_candidate(build: Build) -> Built:
     configuration is a result (``invalid``, ``codegen_error``), a Python exception a ``bug``."""
     from ..codegen.program import generate
     from ..errors import ConstraintError, LiftError, RewriteError
+    from .features import program_features
 
     start = time.perf_counter()
     task = build.task
@@ -86,13 +89,14 @@ def build_candidate(build: Build) -> Built:
 
             module, name = build.fault.split(":")
             generated = getattr(importlib.import_module(module), name)(build.config, generated)
+        features = program_features(generated, build.device)
         if build.compile:
             failure = _compile(generated, build.device)
             if failure is not None:
                 return failed("build_error", failure)
     except Exception:  # a bug in liftpy, not a fault of the configuration: the tuner stops with the traceback
         return failed("bug", traceback.format_exc())
-    return Built(build, generated, None, time.perf_counter() - start)
+    return Built(build, generated, None, time.perf_counter() - start, features)
 
 
 def _compile(generated, device) -> str | None:

@@ -29,7 +29,7 @@ from .program import ROUTE
 if TYPE_CHECKING:
     from .program import ProgramTask
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: how long a statement waits for another connection's lock before SQLite says the database is locked
 BUSY_TIMEOUT_S = 30.0
 #: the pauses (seconds) before a write refused as locked is tried again; then its trial is kept aside
@@ -40,6 +40,7 @@ _MIGRATIONS = {
     2: ["ALTER TABLE trials ADD COLUMN moved_bytes INTEGER"],
     # the column held any task's key, not only a layer's
     3: ["ALTER TABLE trials RENAME COLUMN layer TO task_key", "ALTER TABLE trials RENAME COLUMN layer_name TO label"],
+    4: ["ALTER TABLE trials ADD COLUMN features TEXT"],
 }
 #: the trials' columns by their names before schema 4, for reading an older database as it is
 _OLD_NAMES = {"task_key": "layer", "label": "layer_name"}
@@ -70,6 +71,7 @@ CREATE TABLE IF NOT EXISTS trials (
     created TEXT NOT NULL,
     check_seed INTEGER,             -- the seed of the inputs the trial (its batch) was checked on
     moved_bytes INTEGER,            -- global bytes a call's kernels ask for (codegen.traffic; not in schema 2)
+    features TEXT,                  -- JSON: what a cost model reads of its kernels (tuning.features; from 5)
     UNIQUE (task_key, algorithm, config, device)
 );
 CREATE TABLE IF NOT EXISTS baselines (
@@ -127,6 +129,8 @@ class Trial:
     moved_bytes: int | None = None
     #: the figures its time is the median of: its timing rounds (older databases: its repeats)
     times_ms: tuple[float, ...] = ()
+    #: what a cost model reads of its kernels (:mod:`liftpy.tuning.features`; empty before schema 5)
+    features: dict = field(default_factory=dict)
 
     @property
     def measured_again(self) -> bool:
@@ -489,13 +493,14 @@ class TuningDB:
         self.conn.execute(
             "INSERT OR REPLACE INTO trials (task_key, label, algorithm, config, device, driver, platform, "
             "liftpy_version, status, cause, time_ms, times_ms, stage_ms, memory_bytes, max_error, source_hashes, "
-            "seconds, created, check_seed, moved_bytes) VALUES (" + ", ".join("?" * 20) + ")",
+            "seconds, created, check_seed, moved_bytes, features) VALUES (" + ", ".join("?" * 21) + ")",
             (entry["task_key"], entry["label"], entry["algorithm"], config_key(config),
              device["name"], device["driver"], device["platform"], __version__, result["status"],
              result.get("cause", ""), result.get("time_ms"), json.dumps(result.get("times_ms", [])),
              json.dumps(result.get("stage_ms", {})), result.get("memory_bytes"), result.get("max_error"),
              json.dumps(result.get("source_hashes", {})), result.get("seconds"),
-             entry["created"], result.get("check_seed"), result.get("moved_bytes")),
+             entry["created"], result.get("check_seed"), result.get("moved_bytes"),
+             json.dumps(result["features"]) if result.get("features") else None),
         )
 
     def remeasured(self, subject: Subject, algorithm: str, config: dict, device: str, results: list[dict]) -> None:
@@ -545,7 +550,8 @@ class TuningDB:
     def trials(self, subject: Subject | None = None, device: str | None = None, status: str | None = None,
                algorithm: str | None = None) -> list[Trial]:
         columns = ("task_key", "label", "algorithm", "config", "device", "status", "cause", "time_ms",
-                   "memory_bytes", "max_error", "stage_ms", "seconds", "check_seed", "moved_bytes", "times_ms")
+                   "memory_bytes", "max_error", "stage_ms", "seconds", "check_seed", "moved_bytes", "times_ms",
+                   "features")
         query, args = f"SELECT {', '.join(map(self._column, columns))} FROM trials WHERE 1", []
         for column, value in (("task_key", subject.key if subject else None), ("device", device),
                               ("status", status), ("algorithm", algorithm)):
@@ -556,7 +562,7 @@ class TuningDB:
         for row in self.conn.execute(query + " ORDER BY id", args):
             out.append(Trial(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6], row[7], row[8],
                              row[9], json.loads(row[10] or "{}"), row[11], row[12], row[13],
-                             tuple(json.loads(row[14] or "[]"))))
+                             tuple(json.loads(row[14] or "[]")), json.loads(row[15] or "{}")))
         return out
 
     @_guarded("read it")

@@ -1,14 +1,15 @@
 """Search strategies: what to measure next in one task's space, a batch at a time.
 
-A strategy proposes configurations in batches and is told every result, the resumed search's included; a
-model-guided strategy plugs in with the same three members.
+A strategy proposes configurations in batches and is told every result, the resumed search's included:
+:class:`LocalSearch` (random samples, then the neighbours of the fastest) and :class:`ModelGuided` (a pool
+ranked by a cost model, trained again as results come).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol, Sequence
 
 from .db import config_key
 
@@ -83,4 +84,75 @@ class LocalSearch:
             self.times[key], self._configs[key] = float(result["time_ms"]), dict(config)
 
 
-__all__ = ["SearchStrategy", "LocalSearch"]
+class ModelGuided:
+    """A search a cost model guides (:mod:`liftpy.tuning.cost_model`): a pool of candidates -- ``first``, a
+    random sample of ``pool`` configurations, and, as results come, the neighbours of the fastest measured (an
+    evolutionary step over the route's moves) -- is featurised without running anything (``featurise``:
+    configurations -> their features, None where one does not build) and ranked by the model; each batch is its
+    best-ranked unmeasured candidates but for a share ``explore`` drawn at random from the pool. Every result
+    observed is handed on (``learn(features, time)``), so that the model is trained again before the next batch."""
+
+    def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
+                 featurise: Callable[[list[dict]], Sequence[dict | None]],
+                 learn: Callable[[dict, float], None] = lambda features, time_ms: None,
+                 pool: int = 64, explore: float = 0.125, parents: int = 3):
+        self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
+        self.first = [first] if isinstance(first, dict) else list(first or [])
+        self.pool_size, self.explore, self.parents = pool, explore, parents
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.features: dict[str, dict | None] = {}  # by config_key: featurised candidates (None: not built)
+        self.configs: dict[str, dict] = {}
+        self.times: dict[str, float] = {}  # by config_key, of the correct trials
+        self.proposed: set[str] = set()
+        self._expanded: set[str] = set()  # measured configurations whose neighbours are in the pool
+        self._sampled = False
+
+    def propose(self, n: int) -> list[dict[str, int]]:
+        """The ``n`` candidates to measure next (fewer when the pool and the space are spent)."""
+        self._grow()
+        open_keys = [k for k, f in self.features.items() if f is not None and k not in self.proposed]
+        if not open_keys:
+            return []
+        scores = dict(zip(open_keys, self.model.predict([self.features[k] for k in open_keys])))
+        ranked = sorted(open_keys, key=scores.__getitem__)
+        explored = min(len(ranked) - min(n, len(ranked)), int(n * self.explore + 0.5)) if n > 1 else 0
+        chosen = ranked[: n - explored]
+        rest = ranked[n - explored:]
+        chosen += self.rng.sample(rest, min(explored, len(rest)))
+        self.proposed.update(chosen)
+        return [dict(self.configs[k]) for k in chosen]
+
+    def _grow(self) -> None:
+        """The pool made larger: ``first`` and the random sample at the start, then the neighbours of the
+        fastest measured not expanded yet; the new candidates featurised."""
+        new: list[dict] = []
+        if not self._sampled:
+            self._sampled = True
+            new += self.first + list(self.space.sample(self.pool_size, seed=self.seed))
+        for key in sorted(self.times, key=self.times.get)[: self.parents]:
+            if key not in self._expanded:
+                self._expanded.add(key)
+                new += self.space.neighbours(self.configs[key])
+        fresh = []
+        for config in new:
+            key = config_key(config)
+            if key not in self.configs:
+                self.configs[key] = dict(config)
+                fresh.append(key)
+        if fresh:
+            for key, features in zip(fresh, self.featurise([self.configs[k] for k in fresh])):
+                self.features[key] = features
+
+    def observe(self, config, result):
+        key = config_key(config)
+        self.proposed.add(key)
+        self.configs.setdefault(key, dict(config))
+        if result.get("status") == "ok" and result.get("time_ms") is not None:
+            self.times[key] = float(result["time_ms"])
+            features = result.get("features") or self.features.get(key)
+            if features:
+                self.learn(features, float(result["time_ms"]))
+
+
+__all__ = ["SearchStrategy", "LocalSearch", "ModelGuided"]

@@ -30,12 +30,13 @@ from typing import Callable, Mapping, Sequence
 
 from ..errors import InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
+from .cost_model import DeviceModel
 from .db import Best, TuningDB, best_of, config_key, joined, lighter_rivals
 from .measure import Timing, batch_seed
 from .program import ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
 from .scheduler import Slot, TaskScheduler
-from .strategy import LocalSearch, SearchStrategy
+from .strategy import LocalSearch, ModelGuided, SearchStrategy
 
 #: rounds of measuring the fastest trials again before a task's best is given (each a batch of a few trials)
 CONFIRM_PASSES = 3
@@ -47,6 +48,10 @@ SECOND_LOOK = 1.35
 HOISTED_TRIALS = 2
 #: candidates built, checked and timed together (their timing rounds taken in turns)
 BATCH = 8
+#: the search strategies a tuning can be asked for by name
+STRATEGIES = ("local", "random", "model")
+#: random candidates a model-guided search featurises and ranks at its start (then the neighbours of the best)
+MODEL_POOL = 64
 #: candidates in a tuning's first batch: built quickly, so that the runner starts while the next is built
 FIRST_BATCH = 2
 #: how long the rivals measured again take rounds in turns: the figure of a pick must hold across the machine's
@@ -109,22 +114,26 @@ class Tuner:
     """The tuning context: a database (the path: only the tuner writes it), a runner (default: a
     :class:`~liftpy.tuning.runner.LocalRunner` on ``device``), a builder (default: the runner's, else a
     :class:`~liftpy.tuning.builder.LocalBuilder` whose processes the local runner pauses while it times), a
-    strategy per task (``strategy(space, trials, seed, first)``; default :class:`LocalSearch`), the timing
-    protocol (``repeat``: its rounds) and the search's options. A runner measuring several batches at once says
+    strategy per task (``"local"``: :class:`LocalSearch`, the default; ``"random"``; ``"model"``:
+    :class:`ModelGuided`, ranked by the device's learned cost model; or a factory ``strategy(space, trials,
+    seed, first)``), the timing protocol (``repeat``: its rounds) and the search's options. A runner measuring several batches at once says
     how many in ``parallelism`` (a Ray cluster's devices); the tuner keeps that many in flight, and builds the next
     while they run. Use it in a ``with`` block, or close it; a runner or builder given is the caller's to close."""
 
     def __init__(self, db: str | Path = "tuning.sqlite", device=None, *, seed: int = 0, repeat: int = 5,
                  timeout: float = 120.0, progress: bool = True, confirm: int = 4, cutoff: float | None = 10.0,
                  batch: int = BATCH, builder=None, runner=None,
-                 strategy: Callable[..., SearchStrategy] | None = None, fault: str | None = None):
+                 strategy: str | Callable[..., SearchStrategy] = "local", fault: str | None = None):
         leave_if_importing_the_script()
         _check_budget(0, repeat, confirm, timeout, batch)
         self.db, self.seed, self.timeout, self.progress = db, seed, timeout, progress
         self.confirm, self.cutoff, self.batch, self.fault = confirm, cutoff, batch, fault
         self.timing = Timing(rounds=repeat)
         self._first = True  # the next batch is a tuning's first (FIRST_BATCH)
-        self.strategy = strategy or (lambda space, trials, seed, first: LocalSearch(space, trials, seed, first))
+        if not callable(strategy) and strategy not in STRATEGIES:
+            raise InputError(f"no search strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
+        self.strategy = strategy
+        self._model: DeviceModel | None = None  # the device's cost model, made when a search first asks
         self._own = []  # the parts made here, closed here
         self.database = TuningDB(db)
         try:
@@ -195,7 +204,7 @@ class Tuner:
         space = task.space(self.device_facts)
         if self.progress:
             print(f"  space of {task.describe()}: {space.describe(made=False)}", file=sys.stderr)
-        strategy = self.strategy(space, slot.cap or share, self.seed, space.starting_points())
+        strategy = self._strategy_for(task, space, slot.cap or share)
         measured = set()
         for trial in self.database.trials(task, self.device["name"], algorithm=ROUTE):
             config = task.complete(trial.config)
@@ -205,6 +214,43 @@ class Tuner:
                 strategy.observe(config, {"status": "ok", "time_ms": trial.time_ms})
             scheduler.observe(index, trial.time_ms if ok else None, handed=False)
         return _Tuned(slot, space, strategy, measured)
+
+    def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
+        first = space.starting_points()
+        if callable(self.strategy):
+            return self.strategy(space, trials, self.seed, first)
+        if self.strategy == "model":
+            model = self._device_model()
+            return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
+                               model.learn, pool=MODEL_POOL)
+        return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
+
+    def _device_model(self) -> DeviceModel:
+        """The device's cost model, trained on every task's trials of the device in the database."""
+        if self._model is None:
+            rows = [(t.features, t.time_ms) for t in self.database.trials(device=self.device["name"], status="ok")
+                    if t.features and t.time_ms]
+            self._model = DeviceModel(rows)
+        return self._model
+
+    def _featurise(self, task: ProgramTask, configs: list[dict]) -> list[dict | None]:
+        """Candidates' features, from the builder (lowered and generated, nothing compiled or run); None for
+        one that does not build."""
+        futures = self.builder.build([Build(task.portable(), self.device_facts, c) for c in configs])
+        out = []
+        for future in futures:
+            try:
+                built = future.result(timeout=self.timeout)
+            except (FutureTimeout, BrokenProcessPool, CancelledError) as e:
+                stuck = isinstance(e, FutureTimeout) or getattr(self.builder, "broken", True)
+                if stuck and not isinstance(e, CancelledError) and hasattr(self.builder, "reset"):
+                    self.builder.reset()
+                out.append(None)
+                continue
+            if built.failure is not None and built.failure["status"] == "bug":
+                self._stop_for_bug(task, built.config, None, built.failure["cause"])
+            out.append(built.features if built.failure is None else None)
+        return out
 
     def _build_next(self, scheduler: TaskScheduler, tuned: list[_Tuned]):
         """The next batch the scheduler allots, proposed by its slot's strategy and handed to the builder:
@@ -279,8 +325,9 @@ class Tuner:
         return batch_seed(task, configs, self.seed, measurement)
 
     def _run(self, building, tuned: list[_Tuned], scheduler: TaskScheduler):
-        """A built batch handed to the runner: (slot index, configurations, result futures, the inputs' seed). A
-        candidate whose checked run is ``cutoff`` times slower than its task's best so far is timed once."""
+        """A built batch handed to the runner: (slot index, configurations, result futures, the inputs' seed,
+        each candidate's features, recorded with its result). A candidate whose checked run is ``cutoff`` times
+        slower than its task's best so far is timed once."""
         index, configs, futures = building
         task = tuned[index].slot.task
         builts = self._built(task, configs, futures)
@@ -288,15 +335,17 @@ class Tuner:
         cutoff_ms = self.cutoff * best if self.cutoff is not None and best is not None else None
         batch = Batch(task.portable(), tuple(builts), self._seed(task, configs),
                       dataclasses.replace(self.timing, cutoff_ms=cutoff_ms))
-        return index, configs, self.runner.run(batch), batch.seed
+        return index, configs, self.runner.run(batch), batch.seed, [b.features for b in builts]
 
     def _record(self, running, tuned: list[_Tuned], scheduler: TaskScheduler, bar: Progress) -> None:
-        index, configs, futures, seed = running
+        index, configs, futures, seed, features = running
         part = tuned[index]
-        for config, future in zip(configs, futures):
+        for config, future, known in zip(configs, futures, features):
             result = future.result()
             if result["status"] == "bug":
                 self._stop_for_bug(part.slot.task, config, seed, result["cause"])
+            if known:
+                result = {**result, "features": known}
             self.database.record(part.slot.task, ROUTE, config, result.get("device", self.device), result)
             part.strategy.observe(config, result)
             ok = result["status"] == "ok" and result.get("time_ms") is not None

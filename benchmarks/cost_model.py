@@ -1,0 +1,132 @@
+"""How well the cost models rank a task they were not trained on, from a tuning database of this machine's device.
+
+    python benchmarks/cost_model.py [--db benchmarks/results/vgg16-route-zen3.sqlite] [--workers 2] [--out FILE]
+
+Each correct trial of the database (VGG-16's layers by their labels, the programs of examples/programs/ at
+benchmarks/programs.py's sizes) is built again by today's compiler for this machine's device, and its features
+(liftpy.tuning.features) are kept in ``benchmarks/results/features-<database>.json`` (computed once; a
+configuration today's route no longer lowers is left out). Then for each task in turn the learned model is
+trained on every *other* task's trials and ranks this one's (leave-one-task-out); the analytic model ranks it with
+no training. Printed per task: the trials, Kendall's tau of each model's order against the measured one, the
+share of the five fastest measured among the model's 20 first, and how far the model's first choice among the
+measured trials is from their best (its time over the best's).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.vgg16 import machine_record  # noqa: E402
+from liftpy.tuning import TuningDB  # noqa: E402
+from liftpy.tuning.cost_model import AnalyticModel, LearnedModel, kendall_tau, top_recall  # noqa: E402
+from liftpy.tuning.db import config_key  # noqa: E402
+
+
+def task_of(task_key: str, label: str):
+    """(name, task) of a trial's task: a VGG-16 layer (matched by its key, less the route's version: a database
+    of an older route holds the same layers) or a program of examples/programs/ (by its file's name)."""
+    import numpy as np
+
+    from benchmarks.programs import PROGRAMS, cases
+    from liftpy.nn.conv import route_task
+    from liftpy.nn.layers import VGG16
+    from liftpy.tuning import ProgramTask
+
+    def unversioned(key):
+        return key.rsplit(" ", 1)[0]
+
+    for name, layer in VGG16.items():
+        task = route_task(layer)
+        if unversioned(task.key) == unversioned(task_key):
+            return name, task
+    name = Path(label).stem
+    sizes, constants = cases(np.random.default_rng(0))[name][:2]
+    return name, ProgramTask.make(PROGRAMS / f"{name}.lift", sizes, None, tuple(constants))
+
+
+def featurise(task_key: str, label: str, configs: list[dict]) -> list[dict | None]:
+    """Each configuration's features on this machine's device (None: today's route does not lower it)."""
+    from liftpy.runtime import device_info, get_device
+    from liftpy.tuning.builder import Build, build_candidate
+
+    _, task = task_of(task_key, label)
+    facts = device_info(get_device(None))
+    out = []
+    for config in configs:
+        built = build_candidate(Build(task.portable(), facts, task.complete(config)))
+        out.append(built.features if built.failure is None else None)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", default=str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite"))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    from liftpy.runtime import device_info, get_device
+
+    device = device_info(get_device(None)).name
+    trials = [t for t in TuningDB(args.db, readonly=True).trials(status="ok") if t.time_ms]
+    if not trials or any(t.device != device for t in trials):
+        raise SystemExit(f"{args.db}: its trials are not all of this machine's device ({device})")
+    cache = ROOT / "benchmarks/results" / f"features-{Path(args.db).stem}.json"
+    known = json.loads(cache.read_text()) if cache.exists() else {}
+    by_label: dict[str, list] = {}  # by the task's name
+    names = {}
+    for t in trials:
+        if t.task_key not in names:
+            names[t.task_key] = task_of(t.task_key, t.label)[0]
+        by_label.setdefault(names[t.task_key], []).append(t)
+    missing = {label: [t for t in ts if f"{t.task_key}|{config_key(t.config)}" not in known]
+               for label, ts in by_label.items()}
+    with ProcessPoolExecutor(args.workers) as pool:
+        jobs = {label: pool.submit(featurise, ts[0].task_key, ts[0].label, [t.config for t in ts])
+                for label, ts in missing.items() if ts}
+        for label, job in jobs.items():
+            for t, f in zip(missing[label], job.result()):
+                known[f"{t.task_key}|{config_key(t.config)}"] = f
+    cache.write_text(json.dumps(known, sort_keys=True) + "\n")
+
+    rows = {label: [(known[f"{t.task_key}|{config_key(t.config)}"], t.time_ms) for t in ts
+                    if known.get(f"{t.task_key}|{config_key(t.config)}")] for label, ts in by_label.items()}
+    lines = machine_record(None) + [f"database: {args.db}; features: {cache.name}; leave-one-task-out"]
+    lines.append(f"{'task':16} {'trials':>6} {'tau learned':>12} {'tau analytic':>13} {'top5 in 20':>11} "
+                 f"{'first/best learned':>19} {'first/best analytic':>20}")
+    print("\n".join(lines), flush=True)
+    summary = {"tau": [], "analytic": [], "recall": [], "first": [], "first_analytic": []}
+    for label in sorted(rows):
+        held = rows[label]
+        if len(held) < 20:
+            continue
+        others = [r for other, rs in rows.items() if other != label for r in rs]
+        model = LearnedModel()
+        model.fit([f for f, _ in others], [t for _, t in others])
+        features, measured = [f for f, _ in held], [t for _, t in held]
+        learned, analytic = model.predict(features), AnalyticModel().predict(features)
+        best = min(measured)
+        first = measured[min(range(len(held)), key=learned.__getitem__)] / best
+        first_analytic = measured[min(range(len(held)), key=analytic.__getitem__)] / best
+        values = (kendall_tau(learned, measured), kendall_tau(analytic, measured), top_recall(learned, measured),
+                  first, first_analytic)
+        for key, value in zip(summary, values):
+            summary[key].append(value)
+        line = (f"{label:16} {len(held):>6} {values[0]:>12.3f} {values[1]:>13.3f} {values[2]:>11.2f} "
+                f"{values[3]:>18.2f}x {values[4]:>19.2f}x")
+        lines.append(line)
+        print(line, flush=True)
+    lines.append("median: " + ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in summary.items() if v))
+    print(lines[-1])
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Cost models: a candidate's time predicted from its features (:mod:`liftpy.tuning.features`) before it runs.
+
+A :class:`CostModel` predicts, for candidates' features, a figure that orders them as their times would (lower is
+faster; a learned model's is in milliseconds), and learns from measured trials. Two exist:
+
+- :class:`AnalyticModel` needs no measurement. A candidate's time is taken as the slower of moving its global
+  bytes and making its multiply-adds, each at a nominal rate of the device's compute units and vector width,
+  stretched where its work-groups leave compute units idle or its private values exceed the device's budget.
+  Its figure orders candidates of one task; it knows nothing a device's measurements would teach.
+- :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
+  model TVM's and Ansor's tuners found to rank candidates well) fitted to the logarithm of the measured times of
+  every task of a device, so that what it learns on one layer carries to the next. It needs the ``model``
+  extra (``pip install -e .[model]``); without it, or before it has seen enough trials, it predicts as the
+  analytic model does.
+
+:func:`io_lower_bound` is the I/O lower bound of a direct convolution (or a product) that the analytic part
+compares a candidate's traffic with.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Protocol, Sequence
+
+from .features import NAMES
+
+#: multiply-adds a compute unit makes per millisecond and vector lane, and global bytes it moves per
+#: millisecond: nominal rates (a GHz core, a few GB/s of memory per core), only their ratio orders candidates
+NOMINAL_UPDATES_PER_MS = 1.0e6
+NOMINAL_BYTES_PER_MS = 4.0e6
+
+
+class CostModel(Protocol):
+    """Predicts a figure per candidate that orders them as their times would (lower: faster); learns from
+    measured ones."""
+
+    def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]: ...
+
+    def fit(self, features: Sequence[Mapping[str, float]], times_ms: Sequence[float]) -> None: ...
+
+
+def io_lower_bound(updates: float, reuse: float, fast_memory: float) -> float:
+    """The least elements any schedule moves between slow memory and a fast memory of ``fast_memory`` elements
+    to make ``updates`` multiply-adds whose inputs each serve at most ``reuse`` of them -- Zhang et al.,
+    PPoPP'21, Theorem 4.9, for a direct convolution: ``Q >= U / (4 sqrt(2 R S))`` with ``U = W_ker H_ker C_in
+    W_out H_out C_out`` and ``R = W_ker H_ker / stride^2`` (a product of matrices: ``R = 1``). It holds for
+    processors working in parallel, each with its own fast memory of ``S``: each one's share obeys it."""
+    if updates <= 0:
+        return 0.0
+    return updates / (4.0 * math.sqrt(2.0 * max(reuse, 1e-9) * max(fast_memory, 1.0)))
+
+
+class AnalyticModel:
+    """Time from the features with no measurement (see the module's docstring): the slower of traffic and
+    arithmetic at nominal rates, stretched by idle compute units and by private values over the budget."""
+
+    def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]:
+        return [self._time(f) for f in features]
+
+    def fit(self, features, times_ms) -> None:
+        """Nothing to learn."""
+
+    @staticmethod
+    def _time(f: Mapping[str, float]) -> float:
+        units = max(1.0, f["compute_units"])
+        lanes = max(1.0, min(f["vector_width"], f["preferred_vector"]))
+        arithmetic = f["reduction_updates"] / (units * lanes * NOMINAL_UPDATES_PER_MS)
+        moving = (f["global_read_bytes"] + f["global_written_bytes"]) / (units * NOMINAL_BYTES_PER_MS)
+        busy = min(1.0, f["work_groups"] / units) if f["work_groups"] else 1.0  # units with a group to run
+        spilled = max(1.0, f["private_share"])  # what exceeds the private budget goes to slower memory
+        return max(arithmetic, moving) / busy * spilled + 1e-3 * f["kernels"]
+
+
+class LearnedModel:
+    """Gradient-boosted trees on the device's measured trials (see the module's docstring); the analytic model
+    until ``least`` trials have been seen, or where LightGBM is not installed."""
+
+    def __init__(self, least: int = 24, seed: int = 0):
+        self.least, self.seed = least, seed
+        self.fallback = AnalyticModel()
+        self._booster = None
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            import lightgbm  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @property
+    def trained(self) -> bool:
+        return self._booster is not None
+
+    def fit(self, features: Sequence[Mapping[str, float]], times_ms: Sequence[float]) -> None:
+        """Fit to these trials (all of a device's, each call afresh: a few thousand rows take a second)."""
+        rows = [(f, t) for f, t in zip(features, times_ms) if t is not None and t > 0 and f]
+        if len(rows) < self.least or not self.available():
+            return
+        import lightgbm
+        import numpy as np
+
+        x = np.array([_row(f) for f, _ in rows])
+        y = np.log(np.array([t for _, t in rows]))
+        params = {"objective": "regression", "learning_rate": 0.1, "num_leaves": 15, "min_data_in_leaf": 3,
+                  "feature_fraction": 0.9, "bagging_fraction": 0.9, "bagging_freq": 1, "seed": self.seed,
+                  "num_threads": 1, "deterministic": True, "verbose": -1}
+        self._booster = lightgbm.train(params, lightgbm.Dataset(x, y, feature_name=list(_COLUMNS)),
+                                       num_boost_round=150)
+
+    def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]:
+        if self._booster is None:
+            return self.fallback.predict(features)
+        import numpy as np
+
+        return [float(v) for v in np.exp(self._booster.predict(np.array([_row(f) for f in features])))]
+
+
+#: the columns a learned model reads: every feature, counts as their logarithms (sizes differ by orders of
+#: magnitude between tasks), and the analytic model's figure, which carries what the formula knows
+_COUNTS = {"global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores", "local_stores",
+           "global_stores", "work_items", "work_groups", "group_size", "private_bytes", "local_bytes"}
+_COLUMNS = (*NAMES, "analytic")
+
+
+def _row(f: Mapping[str, float]) -> list[float]:
+    values = [math.log1p(f.get(n, math.nan)) if n in _COUNTS else f.get(n, math.nan) for n in NAMES]
+    return values + [math.log(AnalyticModel._time(f))]
+
+
+class DeviceModel:
+    """A device's model as a tuning uses it: trained on the device's trials (every task's, from the database)
+    and on each result as it comes (:meth:`learn`), fitted again before a prediction when results came since."""
+
+    def __init__(self, rows: Sequence[tuple[Mapping[str, float], float]] = (), model: CostModel | None = None):
+        self.model = model or LearnedModel()
+        self.rows = list(rows)
+        self._fitted = -1
+
+    def learn(self, features: Mapping[str, float], time_ms: float) -> None:
+        self.rows.append((features, time_ms))
+
+    def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]:
+        if self._fitted != len(self.rows):
+            self.model.fit([f for f, _ in self.rows], [t for _, t in self.rows])
+            self._fitted = len(self.rows)
+        return self.model.predict(features)
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-a of two orderings of the same items: +1 the same order, -1 reversed."""
+    n, score = len(a), 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            score += (a[i] - a[j]) * (b[i] - b[j]) > 0
+            score -= (a[i] - a[j]) * (b[i] - b[j]) < 0
+    return score / (n * (n - 1) / 2) if n > 1 else 0.0
+
+
+def top_recall(predicted: Sequence[float], measured: Sequence[float], true_top: int = 5, predicted_top: int = 20) -> float:
+    """The share of the ``true_top`` fastest measured that are among the ``predicted_top`` predicted fastest."""
+    best = set(sorted(range(len(measured)), key=measured.__getitem__)[:true_top])
+    guessed = set(sorted(range(len(predicted)), key=predicted.__getitem__)[:predicted_top])
+    return len(best & guessed) / max(1, len(best))
+
+
+__all__ = ["CostModel", "AnalyticModel", "LearnedModel", "DeviceModel", "io_lower_bound", "kendall_tau",
+           "top_recall"]

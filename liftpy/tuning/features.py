@@ -1,0 +1,140 @@
+"""What a cost model reads of a candidate before it runs: features of its kernel IR and of the device.
+
+A candidate is a generated program (:class:`~liftpy.codegen.program.GeneratedProgram`): its kernels' IR after
+the passes, their launches and buffers. :func:`program_features` counts, over every kernel and weighted by how
+often each statement runs (its loops' trip counts, the parallel ones included):
+
+- the global bytes it reads and writes (:mod:`liftpy.codegen.traffic`'s count);
+- its *reduction updates*: elements stored into a private or local memory by a value that reads that memory
+  (``acc = acc + w * x``), the multiply-adds of a convolution or a product; and the other stores by space;
+- its parallelism against the device: work-items, work-groups, a group's size, groups per compute unit;
+- what a work-item keeps: private bytes and registers against the device's budget, local bytes a group;
+- the widest vector it loads or stores, against the device's preferred width; kernels, unrolled blocks.
+
+Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item).
+Nothing is run or compiled: featurising a candidate costs its generation only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from ..codegen.c import MemRef, VLoad, fragments
+from ..codegen.kir import If, Kernel, ParFor, Produce, SeqFor, Store, Unrolled, VStore, walk
+from ..codegen.traffic import branch_share, kernel_traffic
+from ..device import Device
+
+#: the features, in a model's column order
+NAMES = (
+    "global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores", "local_stores",
+    "global_stores", "updates_per_byte", "work_items", "work_groups", "group_size", "groups_per_unit",
+    "waves", "updates_per_item", "private_bytes", "private_share", "registers", "local_bytes", "local_share",
+    "vector_width", "vector_share", "kernels", "unrolled_blocks", "compute_units", "preferred_vector",
+    "is_cpu",
+)
+
+
+def program_features(generated, device: Device) -> dict[str, float]:
+    """The features of a generated program on ``device`` (see the module's docstring), by :data:`NAMES`."""
+    totals = dict.fromkeys(("global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores",
+                            "local_stores", "global_stores", "unrolled_blocks"), 0.0)
+    work_items = work_groups = group_size = 0
+    private_bytes = registers = local_bytes = width = 0
+    kernels = [plan for plan in generated.kernels if plan.ir is not None]
+    for plan in kernels:
+        ir: Kernel = plan.ir
+        traffic = kernel_traffic(ir)
+        totals["global_read_bytes"] += traffic.read
+        totals["global_written_bytes"] += traffic.written
+        for name, value in _weighted_stores(ir).items():
+            totals[name] += value
+        launch = plan.launch
+        items = math.prod(launch.global_size)
+        size = math.prod(launch.local_size) if launch.local_size else 1
+        if items >= work_items:  # the widest kernel's parallelism stands for the program's
+            work_items, group_size, work_groups = items, size, max(1, items // max(1, size))
+        private_bytes = max(private_bytes, ir.private_bytes)
+        registers = max(registers, sum(m.size for m in ir.registers))
+        local_bytes = max(local_bytes, sum(m.bytes for m in ir.locals))
+        width = max(width, _widest_vector(ir))
+    units = max(1, device.compute_units)
+    moved = totals["global_read_bytes"] + totals["global_written_bytes"]
+    out = {
+        **totals,
+        "updates_per_byte": totals["reduction_updates"] / max(1.0, moved),
+        "work_items": work_items,
+        "work_groups": work_groups,
+        "group_size": group_size,
+        "groups_per_unit": work_groups / units,
+        "waves": math.ceil(work_groups / units),
+        "updates_per_item": totals["reduction_updates"] / max(1, work_items),
+        "private_bytes": private_bytes,
+        "private_share": private_bytes / 4 / max(1, device.private_mem_budget),
+        "registers": registers,
+        "local_bytes": local_bytes,
+        "local_share": local_bytes / max(1, device.local_mem_size),
+        "vector_width": width,
+        "vector_share": width / max(1, device.preferred_vector_width_float),
+        "kernels": len(generated.kernels),
+        "compute_units": units,
+        "preferred_vector": device.preferred_vector_width_float,
+        "is_cpu": float(device.is_cpu),
+    }
+    return {name: float(out[name]) for name in NAMES}
+
+
+def _weighted_stores(kernel: Kernel) -> Mapping[str, float]:
+    """Elements stored, by kind, each weighted by how often its statement runs (both sides of a padding
+    branch counted at the share of its loop it covers: the traffic count's rule)."""
+    counts = dict.fromkeys(("reduction_updates", "private_stores", "local_stores", "global_stores",
+                            "unrolled_blocks"), 0.0)
+    extents: dict = {}
+
+    def go(body: tuple, times: float):
+        for s in body:
+            if isinstance(s, (Store, VStore)):
+                elements = times * (s.width if isinstance(s, VStore) else 1) * _lanes(s.mem)
+                space = s.mem.space
+                counts[f"{space}_stores" if space in ("private", "local", "global") else "private_stores"] += elements
+                if space != "global" and any(isinstance(f, (MemRef, VLoad)) and f.mem is s.mem
+                                             for f in fragments(s.value)):
+                    counts["reduction_updates"] += elements
+            elif isinstance(s, (ParFor, SeqFor)):
+                extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
+                go(s.body, times * s.extent)
+            elif isinstance(s, Unrolled):
+                counts["unrolled_blocks"] += 1
+                go(s.body, times)
+            elif isinstance(s, Produce):
+                go(s.body, times)
+            elif isinstance(s, If):
+                inside = branch_share(s, extents.get(s.var))
+                go(s.then, times * inside)
+                go(s.orelse, times * (1 - inside))
+
+    go(kernel.body, 1.0)
+    return counts
+
+
+def _lanes(memory) -> int:
+    """Floats in one element of ``memory`` (a vector's lanes)."""
+    return memory.leaf_bytes // 4
+
+
+def _widest_vector(kernel: Kernel) -> int:
+    widest = 1
+    for s in walk(kernel.body):
+        if isinstance(s, VStore):
+            widest = max(widest, s.width * _lanes(s.mem))
+        if isinstance(s, (Store, VStore)):
+            widest = max(widest, _lanes(s.mem))
+            for f in fragments(s.value):
+                if isinstance(f, VLoad):
+                    widest = max(widest, f.width * _lanes(f.mem))
+                elif isinstance(f, MemRef):
+                    widest = max(widest, _lanes(f.mem))
+    return widest
+
+
+__all__ = ["NAMES", "program_features"]

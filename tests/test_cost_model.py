@@ -1,0 +1,97 @@
+"""Cost models (liftpy.tuning.cost_model): the I/O lower bound's formula, the analytic model's sense of direction,
+and a learned model that learns a device's landscape from its trials, held-out tasks included."""
+
+import math
+import random
+
+import pytest
+
+from liftpy import nn
+from liftpy.tuning.cost_model import AnalyticModel, LearnedModel, io_lower_bound, kendall_tau, top_recall
+from liftpy.tuning.features import NAMES, program_features
+
+from .test_features import CPU, generated_candidates
+
+
+def test_the_lower_bound_is_theorem_4_9_of_the_ppopp21_paper():
+    # U / (4 sqrt(2 R S)): 1e6 updates, R = 1, S = 128 -> 1e6 / (4 * 16)
+    assert io_lower_bound(1e6, 1, 128) == pytest.approx(15625.0)
+    # a 3x3 convolution at stride 1 reuses each input 9 times: the bound is 3x lower
+    assert io_lower_bound(1e6, 9, 128) == pytest.approx(15625.0 / 3)
+    assert io_lower_bound(0, 9, 128) == 0.0
+
+
+def test_no_candidate_moves_less_than_the_lower_bound():
+    """Every candidate of a 3x3 convolution, its global traffic counted in floats, moves at least what the
+    bound allows a fast memory as large as a work-item's private budget and a group's local memory."""
+    c, h, w, k, r = 16, 12, 12, 32, 3
+    layer = nn.make_layer(input_shape=(c, h, w), kernel_shape=(k, r, r), stride=1, padding=1)
+    updates = k * h * w * c * r * r
+    bound = io_lower_bound(updates, r * r, CPU.private_mem_budget + CPU.local_mem_size / 4)
+    seen = 0
+    for config, generated in generated_candidates(nn.route_task(layer), 10):
+        f = program_features(generated, CPU)
+        assert (f["global_read_bytes"] + f["global_written_bytes"]) / 4 >= bound, config
+        seen += 1
+    assert seen >= 5
+
+
+def features(**values):
+    base = dict.fromkeys(NAMES, 1.0)
+    base.update(compute_units=4, preferred_vector=8, work_groups=64, reduction_updates=1e6,
+                global_read_bytes=1e5, global_written_bytes=1e4, vector_width=8, private_share=0.5, kernels=1)
+    base.update(values)
+    return base
+
+
+def test_the_analytic_model_prefers_less_traffic_wider_vectors_busy_units_and_no_spills():
+    model = AnalyticModel()
+    slow_memory = features(global_read_bytes=1e8)
+    assert model.predict([slow_memory])[0] > model.predict([features()])[0]
+    assert model.predict([features(vector_width=1)])[0] > model.predict([features(vector_width=8)])[0]
+    assert model.predict([features(work_groups=1)])[0] > model.predict([features(work_groups=64)])[0]
+    assert model.predict([features(private_share=2.0)])[0] > model.predict([features(private_share=1.0)])[0]
+
+
+def landscape(f):
+    """A device the analytic model does not know: it pays 40% more per byte read than its rates say, groups
+    of 64 run best, and vectors wider than 4 gain nothing."""
+    units = f["compute_units"]
+    arithmetic = f["reduction_updates"] / (units * min(4, f["vector_width"]) * 1e6)
+    moving = 1.4 * f["global_read_bytes"] / (units * 4e6)
+    return (arithmetic + moving) * (1 + abs(math.log2(f["group_size"] / 64)) / 2)
+
+
+def random_features(rng, task):
+    return features(reduction_updates=1e6 * (task + 1), global_read_bytes=rng.uniform(1e5, 3e6) * (task + 1),
+                    vector_width=rng.choice([1, 2, 4, 8, 16]), group_size=rng.choice([8, 16, 32, 64, 128, 256, 512]))
+
+
+@pytest.mark.skipif(not LearnedModel.available(), reason="the model extra (lightgbm) is not installed")
+def test_a_learned_model_ranks_a_held_out_task_of_the_device_better_than_the_analytic_one():
+    rng = random.Random(0)
+    seen = [random_features(rng, task) for task in (0, 1, 3, 4) for _ in range(60)]
+    held_out = [random_features(rng, 2) for _ in range(60)]  # a layer between the others in size
+    truth = [landscape(f) for f in held_out]
+    model = LearnedModel()
+    model.fit(seen, [landscape(f) for f in seen])
+    assert model.trained
+    learned, analytic = model.predict(held_out), AnalyticModel().predict(held_out)
+    assert kendall_tau(learned, truth) > max(0.6, kendall_tau(analytic, truth) + 0.1)
+    assert top_recall(learned, truth) >= 0.6
+
+
+def test_a_learned_model_with_too_few_trials_predicts_as_the_analytic_one():
+    model = LearnedModel(least=10)
+    model.fit([features()] * 3, [1.0, 2.0, 3.0])
+    assert not model.trained
+    probe = [features(global_read_bytes=1e7), features()]
+    assert model.predict(probe) == AnalyticModel().predict(probe)
+
+
+def test_kendall_tau_and_the_recall_of_the_top():
+    assert kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert kendall_tau([1, 2, 3, 4], [40, 30, 20, 10]) == -1.0
+    measured = list(range(30))
+    assert top_recall(measured, measured) == 1.0
+    assert top_recall([-m for m in measured], measured) == 0.0  # the fastest five predicted slowest

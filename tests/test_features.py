@@ -1,0 +1,78 @@
+"""What the cost model reads of a candidate (liftpy.tuning.features), against counts derived by hand from the
+problem: a product of M x K by K x N makes M*N*K multiply-adds, a convolution one per output, input channel
+and kernel tap, however the candidate blocks, vectorises or pads them (a candidate summing partial sums
+updates each output a few times more)."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from liftpy import nn
+from liftpy.device import Device
+from liftpy.tuning import ProgramTask
+from liftpy.tuning.builder import Build, build_candidate
+from liftpy.tuning.features import NAMES, program_features
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "examples" / "programs"
+CPU = Device(name="a CPU", kind="cpu", compute_units=2, max_work_group_size=4096,
+             max_work_item_sizes=(4096, 4096, 4096), local_mem_size=2**16, preferred_vector_width_float=8,
+             private_mem_budget=512)
+
+
+def generated_candidates(task, count, seed=0):
+    space = task.space(CPU)
+    configs = [*space.starting_points()[:2], *space.sample(count, seed=seed)]
+    for config in configs[:count]:
+        built = build_candidate(Build(task.portable(), CPU, task.complete(config)))
+        if built.failure is None:
+            yield config, built.generated
+
+
+def split(config) -> bool:
+    """Whether a configuration splits its reduction into partial sums (``chunk``, ``partial``): their sum
+    updates each output once more per part."""
+    return bool(config.get("chunk") or config.get("partial"))
+
+
+def test_every_candidate_of_a_product_makes_m_n_k_multiply_adds():
+    n, m, k = 64, 48, 32
+    task = ProgramTask.make(PROGRAMS / "matmul.lift", {"n": n, "m": m, "k": k})
+    seen = 0
+    for config, generated in generated_candidates(task, 8):
+        features = program_features(generated, CPU)
+        if split(config):  # partial sums, then their sum: a few more updates, the multiply-adds the same
+            assert m * n * k < features["reduction_updates"] <= 2 * m * n * k, config
+        else:
+            assert features["reduction_updates"] == m * n * k, config
+        assert features["global_written_bytes"] >= 4 * m * n
+        seen += 1
+    assert seen >= 4
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_every_candidate_of_a_convolution_makes_one_multiply_add_per_output_channel_and_tap(padding):
+    """Padded or not: a border's branch makes as many updates as the interior's, guarded reads giving zeros."""
+    c, h, w, k, r = 8, 10, 10, 16, 3
+    layer = nn.make_layer(input_shape=(c, h, w), kernel_shape=(k, r, r), stride=1, padding=padding)
+    out = (h + 2 * padding - r + 1) * (w + 2 * padding - r + 1)
+    seen = 0
+    for config, generated in generated_candidates(nn.route_task(layer), 8):
+        features = program_features(generated, CPU)
+        assert features["reduction_updates"] >= k * out * c * r * r, config
+        if not config.get("round_up") and not split(config):  # a rounded-up map computes outputs it then crops
+            assert features["reduction_updates"] == k * out * c * r * r, config
+        seen += 1
+    assert seen >= 4
+
+
+def test_the_features_are_named_and_read_the_device():
+    task = nn.route_task(nn.make_layer(input_shape=(8, 10, 10), kernel_shape=(16, 3, 3), stride=1, padding=1))
+    (config, generated), = list(generated_candidates(task, 1))
+    features = program_features(generated, CPU)
+    assert tuple(features) == NAMES and all(math.isfinite(v) for v in features.values())
+    assert features["compute_units"] == 2 and features["preferred_vector"] == 8 and features["is_cpu"] == 1
+    wide = program_features(generated, Device(**{**CPU.__dict__, "compute_units": 8}))
+    assert wide["groups_per_unit"] == pytest.approx(features["groups_per_unit"] / 4)
+    launch = generated.kernels[-1].launch
+    assert features["work_items"] >= math.prod(launch.global_size)
