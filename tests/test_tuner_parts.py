@@ -365,3 +365,12 @@ def test_a_model_guided_search_measures_what_its_model_ranks_first_and_learns_ev
             search.observe(c, {"status": "ok", "time_ms": line_time(c)})
     assert len({c["a"] for c in proposed}) == len(proposed)  # never one twice
     assert {"a": 37} in proposed  # the neighbours of the fastest lead to the optimum
+
+
+def test_a_model_guided_search_whose_pool_is_spent_draws_another_sample():
+    from liftpy.tuning.strategy import ModelGuided
+
+    search = ModelGuided(LineSpace(), 24, 0, [], Oracle(), lambda cs: [{"time": line_time(c)} for c in cs],
+                         pool=5)
+    proposed = [c["a"] for _ in range(4) for c in search.propose(6)]
+    assert len(proposed) == 24 == len(set(proposed))

@@ -161,8 +161,9 @@ def _single_threaded():
 class LocalBuilder:
     """Builds on ``workers`` processes of this machine (default: one a CPU, at most ``MAX_WORKERS``; spawned,
     so that no OpenCL state is shared), each keeping the route spaces of the tasks it built last; a build asking
-    to (``Build.compile``) compiles its kernels too, off the runner's path. Their ids (``process_ids``) let a runner on the same machine pause them
-    while it times (:class:`~liftpy.tuning.runner.LocalRunner`'s ``quiet``)."""
+    to (``Build.compile``) compiles its kernels too, off the runner's path. Their ids (``process_ids``) let a
+    runner on the same machine pause them while it times (:class:`~liftpy.tuning.runner.LocalRunner`'s
+    ``quiet``)."""
 
     #: a local builder compiles for a device of its machine
     compiles = True

@@ -90,7 +90,9 @@ class ModelGuided:
     evolutionary step over the route's moves) -- is featurised without running anything (``featurise``:
     configurations -> their features, None where one does not build) and ranked by the model; each batch is its
     best-ranked unmeasured candidates but for a share ``explore`` drawn at random from the pool. Every result
-    observed is handed on (``learn(features, time)``), so that the model is trained again before the next batch."""
+    observed is handed on (``learn(features, time)``), so that the model is trained again before the next batch.
+    When the pool is spent, another random sample joins it. ``trials`` (the budget) is taken as every strategy
+    takes it; the pool does not depend on it."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
@@ -106,12 +108,14 @@ class ModelGuided:
         self.times: dict[str, float] = {}  # by config_key, of the correct trials
         self.proposed: set[str] = set()
         self._expanded: set[str] = set()  # measured configurations whose neighbours are in the pool
-        self._sampled = False
+        self._samples = 0  # random samples drawn into the pool so far
 
     def propose(self, n: int) -> list[dict[str, int]]:
         """The ``n`` candidates to measure next (fewer when the pool and the space are spent)."""
         self._grow()
-        open_keys = [k for k, f in self.features.items() if f is not None and k not in self.proposed]
+        open_keys = self._open()
+        while len(open_keys) < n and self._grow(sample=True):  # the pool spent: more of the space, if it has any
+            open_keys = self._open()
         if not open_keys:
             return []
         scores = dict(zip(open_keys, self.model.predict([self.features[k] for k in open_keys])))
@@ -123,13 +127,16 @@ class ModelGuided:
         self.proposed.update(chosen)
         return [dict(self.configs[k]) for k in chosen]
 
-    def _grow(self) -> None:
-        """The pool made larger: ``first`` and the random sample at the start, then the neighbours of the
-        fastest measured not expanded yet; the new candidates featurised."""
-        new: list[dict] = []
-        if not self._sampled:
-            self._sampled = True
-            new += self.first + list(self.space.sample(self.pool_size, seed=self.seed))
+    def _open(self) -> list[str]:
+        return [k for k, f in self.features.items() if f is not None and k not in self.proposed]
+
+    def _grow(self, sample: bool = False) -> int:
+        """The pool made larger: ``first`` and a random sample at the start (and with ``sample``, another),
+        then the neighbours of the fastest measured not expanded yet; the new candidates featurised (how many)."""
+        new: list[dict] = [] if self._samples else list(self.first)
+        if sample or not self._samples:
+            new += self.space.sample(self.pool_size, seed=self.seed + self._samples)
+            self._samples += 1
         for key in sorted(self.times, key=self.times.get)[: self.parents]:
             if key not in self._expanded:
                 self._expanded.add(key)
@@ -143,6 +150,7 @@ class ModelGuided:
         if fresh:
             for key, features in zip(fresh, self.featurise([self.configs[k] for k in fresh])):
                 self.features[key] = features
+        return len(fresh)
 
     def observe(self, config, result):
         key = config_key(config)

@@ -1,0 +1,112 @@
+"""Random, local and model-guided searches of the same tasks with the same seed, on this machine's device.
+
+    python benchmarks/search.py [--tasks vgg16.10,vgg16.5] [--trials 20] [--searches random,local,model]
+                                [--train-db benchmarks/results/vgg16-route-zen3.sqlite] [--out FILE]
+
+Each search tunes each task in a fresh database (confirmation off, so that every trial is one the search chose).
+The model-guided one starts from a database holding ``--train-db``'s trials of the device's *other* tasks,
+with their features (``benchmarks/results/features-<db>.json``, made by benchmarks/cost_model.py): the model a
+device's earlier tunings would give it. The searches of a task take turns (the order alternating) and the
+reference is the best trial any of them found in this run. Printed per task and search: the first trial's time
+over the reference, the trials until one within 10% and 5% of it ("-": none), the best over the reference, and
+the wall time.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.cost_model import task_of  # noqa: E402
+from benchmarks.vgg16 import machine_record  # noqa: E402
+from liftpy.tuning import Slot, Tuner, TuningDB  # noqa: E402
+from liftpy.tuning.db import config_key  # noqa: E402
+from liftpy.tuning.program import ROUTE  # noqa: E402
+
+
+def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
+    """Write ``train_db``'s correct trials of every task but the held-out one, with their cached features,
+    into ``db``; how many."""
+    cache = ROOT / "benchmarks/results" / f"features-{Path(train_db).stem}.json"
+    if not cache.exists():
+        raise SystemExit(f"{cache} is missing: run benchmarks/cost_model.py --db {train_db} first")
+    features = json.loads(cache.read_text())
+    unversioned = held_out_key.rsplit(" ", 1)[0]
+    target = TuningDB(db)
+    count = 0
+    for t in TuningDB(train_db, readonly=True).trials(status="ok"):
+        f = features.get(f"{t.task_key}|{config_key(t.config)}")
+        if not f or not t.time_ms or t.task_key.rsplit(" ", 1)[0] == unversioned:
+            continue
+        name, task = task_of(t.task_key, t.label)
+        target.record(task, ROUTE, t.config, {"name": t.device, "driver": "", "platform": ""},
+                      {"status": "ok", "cause": "", "time_ms": t.time_ms, "features": f})
+        count += 1
+    target.close()
+    return count
+
+
+def search(task, strategy: str, trials: int, seed: int, train_db: str | None) -> tuple[list[float], float]:
+    """The times of the trials a search measured, in its order (None: not correct), and its wall seconds."""
+    with tempfile.TemporaryDirectory() as directory:
+        db = Path(directory) / "t.sqlite"
+        if strategy == "model" and train_db:
+            seed_database(db, train_db, task.key)
+        start = time.perf_counter()
+        with Tuner(db, seed=seed, progress=False, confirm=0, strategy=strategy) as tuner:
+            tuner.tune([Slot(task)], trials)
+            seconds = time.perf_counter() - start
+            mine = tuner.database.trials(task, tuner.device["name"])
+        return [t.time_ms if t.status == "ok" else None for t in mine], seconds
+
+
+def trials_to(times, reference: float, within: float) -> str:
+    for i, t in enumerate(times, 1):
+        if t is not None and t <= reference * (1 + within):
+            return str(i)
+    return "-"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default="vgg16.10,vgg16.5")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--searches", default="random,local,model")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-db", default=str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite"))
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    from liftpy.nn.conv import route_task
+    from liftpy.nn.layers import VGG16
+
+    lines = machine_record(None) + [f"{args.trials} trials a search, seed {args.seed}, confirmation off; the model "
+                                    f"search trained first on {Path(args.train_db).name}'s other tasks"]
+    lines.append(f"{'task':10} {'search':8} {'first/ref':>10} {'to 10%':>7} {'to 5%':>6} {'best/ref':>9} "
+                 f"{'wall s':>7}")
+    print("\n".join(lines), flush=True)
+    searches = args.searches.split(",")
+    for number, name in enumerate(args.tasks.split(",")):
+        task = route_task(VGG16[name]) if name in VGG16 else task_of("", name)[1]
+        results = {}
+        for strategy in (searches if number % 2 == 0 else list(reversed(searches))):
+            results[strategy] = search(task, strategy, args.trials, args.seed, args.train_db)
+        reference = min(t for times, _ in results.values() for t in times if t is not None)
+        for strategy in searches:
+            times, seconds = results[strategy]
+            first = times[0] / reference if times and times[0] is not None else float("nan")
+            best = min(t for t in times if t is not None) / reference
+            line = (f"{name:10} {strategy:8} {first:>9.2f}x {trials_to(times, reference, 0.10):>7} "
+                    f"{trials_to(times, reference, 0.05):>6} {best:>8.2f}x {seconds:>7.0f}")
+            lines.append(line)
+            print(line, flush=True)
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
