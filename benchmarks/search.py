@@ -8,8 +8,9 @@ The model-guided one starts from a database holding ``--train-db``'s trials of t
 with their features (``benchmarks/results/features-<db>.json``, made by benchmarks/cost_model.py): the model a
 device's earlier tunings would give it. The searches of a task take turns (the order alternating) and the
 reference is the best trial any of them found in this run. Printed per task and search: the first trial's time
-over the reference, the trials until one within 10% and 5% of it ("-": none), the best over the reference, and
-the wall time.
+over the reference, the trials until one within 10% and 5% of it ("-": none), the best over the reference, the
+wall time, and each search's best measured again: all of them in one batch, their rounds in turns for 5 s (a
+search's figures come from its own minutes of a noisy machine; these from the same ones).
 """
 
 import argparse
@@ -51,8 +52,9 @@ def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
     return count
 
 
-def search(task, strategy: str, trials: int, seed: int, train_db: str | None) -> tuple[list[float], float]:
-    """The times of the trials a search measured, in its order (None: not correct), and its wall seconds."""
+def search(task, strategy: str, trials: int, seed: int, train_db: str | None):
+    """The times of the trials a search measured, in its order (None: not correct), its wall seconds, and the
+    configuration of its fastest."""
     with tempfile.TemporaryDirectory() as directory:
         db = Path(directory) / "t.sqlite"
         if strategy == "model" and train_db:
@@ -62,7 +64,25 @@ def search(task, strategy: str, trials: int, seed: int, train_db: str | None) ->
             tuner.tune([Slot(task)], trials)
             seconds = time.perf_counter() - start
             mine = tuner.database.trials(task, tuner.device["name"])
-        return [t.time_ms if t.status == "ok" else None for t in mine], seconds
+        fastest = min((t for t in mine if t.status == "ok"), key=lambda t: t.time_ms)
+        return [t.time_ms if t.status == "ok" else None for t in mine], seconds, fastest.config
+
+
+def measured_together(task, configs: list[dict], seed: int) -> list[float]:
+    """The configurations measured again in one batch, their rounds in turns for 5 s (the tuner's confirmation
+    protocol): each search's best is compared on the same minutes of the machine, not on its own run's."""
+    from liftpy.runtime import device_info, get_device
+    from liftpy.tuning import Batch, Build, LocalRunner, Timing
+    from liftpy.tuning.builder import build_candidate
+
+    facts = device_info(get_device(None))
+    builts = tuple(build_candidate(Build(task.portable(), facts, task.complete(c))) for c in configs)
+    runner = LocalRunner()
+    try:
+        results = [f.result() for f in runner.run(Batch(task.portable(), builts, seed, Timing(min_span_ms=5000)))]
+    finally:
+        runner.close()
+    return [r["time_ms"] if r["status"] == "ok" else float("nan") for r in results]
 
 
 def trials_to(times, reference: float, within: float) -> str:
@@ -87,7 +107,7 @@ def main():
     lines = machine_record(None) + [f"{args.trials} trials a search, seed {args.seed}, confirmation off; the model "
                                     f"search trained first on {Path(args.train_db).name}'s other tasks"]
     lines.append(f"{'task':10} {'search':8} {'first/ref':>10} {'to 10%':>7} {'to 5%':>6} {'best/ref':>9} "
-                 f"{'wall s':>7}")
+                 f"{'wall s':>7} {'best again, ms':>15}")
     print("\n".join(lines), flush=True)
     searches = args.searches.split(",")
     for number, name in enumerate(args.tasks.split(",")):
@@ -95,13 +115,14 @@ def main():
         results = {}
         for strategy in (searches if number % 2 == 0 else list(reversed(searches))):
             results[strategy] = search(task, strategy, args.trials, args.seed, args.train_db)
-        reference = min(t for times, _ in results.values() for t in times if t is not None)
+        reference = min(t for times, _, _ in results.values() for t in times if t is not None)
+        again = dict(zip(searches, measured_together(task, [results[s][2] for s in searches], args.seed + 1)))
         for strategy in searches:
-            times, seconds = results[strategy]
+            times, seconds, _ = results[strategy]
             first = times[0] / reference if times and times[0] is not None else float("nan")
             best = min(t for t in times if t is not None) / reference
             line = (f"{name:10} {strategy:8} {first:>9.2f}x {trials_to(times, reference, 0.10):>7} "
-                    f"{trials_to(times, reference, 0.05):>6} {best:>8.2f}x {seconds:>7.0f}")
+                    f"{trials_to(times, reference, 0.05):>6} {best:>8.2f}x {seconds:>7.0f} {again[strategy]:>15.3f}")
             lines.append(line)
             print(line, flush=True)
     if args.out:
