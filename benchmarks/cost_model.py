@@ -13,6 +13,7 @@ measured trials is from their best (its time over the best's).
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -29,6 +30,7 @@ from liftpy.tuning.cost_model import AnalyticModel, LearnedModel, kendall_tau, t
 from liftpy.tuning.db import config_key  # noqa: E402
 
 
+@functools.lru_cache(maxsize=None)  # asked once a trial: each task is made once
 def task_of(task_key: str, label: str):
     """(name, task) of a trial's task: a VGG-16 layer (matched by its key, less the route's version: a database
     of an older route holds the same layers) or a program of examples/programs/ (by its file's name)."""

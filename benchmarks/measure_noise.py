@@ -40,6 +40,7 @@ from liftpy.nn.layers import VGG16  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import Batch, Build, LocalRunner, ProgramTask, Timing  # noqa: E402
 from liftpy.tuning.builder import build_candidate  # noqa: E402
+from liftpy.tuning.runner import _HOST_THREADS  # noqa: E402
 from liftpy.tuning.tuner import CONFIRM_SPAN_MS  # noqa: E402
 
 PROTOCOLS = {  # (timing, configurations in one batch)
@@ -95,7 +96,7 @@ print(statistics.median(rounds))
 
 def host_floor() -> float:
     """The median round of the fixed numpy workload over CONFIRM_SPAN_MS, in a fresh single-threaded process."""
-    env = dict(os.environ, **{name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    env = dict(os.environ, **{name: "1" for name in _HOST_THREADS})
     out = subprocess.run([sys.executable, "-c", HOST_FLOOR, str(CONFIRM_SPAN_MS)], env=env, capture_output=True,
                          text=True, check=True)
     return float(out.stdout.strip())

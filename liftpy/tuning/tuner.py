@@ -242,15 +242,21 @@ class Tuner:
             try:
                 built = future.result(timeout=self.timeout)
             except (FutureTimeout, BrokenProcessPool, CancelledError) as e:
-                stuck = isinstance(e, FutureTimeout) or getattr(self.builder, "broken", True)
-                if stuck and not isinstance(e, CancelledError) and hasattr(self.builder, "reset"):
-                    self.builder.reset()
+                if not isinstance(e, CancelledError):  # cancelled: the builder was reset for another candidate
+                    self._reset_builder(e)
                 out.append(None)
                 continue
             if built.failure is not None and built.failure["status"] == "bug":
                 self._stop_for_bug(task, built.config, None, built.failure["cause"])
             out.append(built.features if built.failure is None else None)
         return out
+
+    def _reset_builder(self, error: Exception) -> None:
+        """After a build past the time limit (its process is stuck) or a process that died: the builder started
+        afresh, unless another candidate's failure has reset it already."""
+        stuck = isinstance(error, FutureTimeout) or getattr(self.builder, "broken", True)
+        if stuck and hasattr(self.builder, "reset"):
+            self.builder.reset()
 
     def _build_next(self, scheduler: TaskScheduler, tuned: list[_Tuned]):
         """The next batch the scheduler allots, proposed by its slot's strategy and handed to the builder:
@@ -304,9 +310,7 @@ class Tuner:
                     future = self.builder.build([build])[0]
                     continue
                 except (FutureTimeout, BrokenProcessPool) as e:
-                    stuck = isinstance(e, FutureTimeout) or getattr(self.builder, "broken", True)
-                    if stuck and hasattr(self.builder, "reset"):
-                        self.builder.reset()
+                    self._reset_builder(e)
                     if build.compile:
                         build = dataclasses.replace(build, compile=False)
                         future = self.builder.build([build])[0]
