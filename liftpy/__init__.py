@@ -133,7 +133,7 @@ def tune(subject, trials: int = 100, db="tuning.sqlite", device=None, seed: int 
 
 def __getattr__(name: str):
     """Subpackages on first use: ``liftpy.nn.conv2d`` works after a plain ``import liftpy``."""
-    if name in ("nn", "rewrite", "params", "tuning", "runtime", "codegen", "arith"):
+    if name in ("nn", "rewrite", "params", "tuning", "runtime", "codegen", "arith", "onnx"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -626,6 +626,34 @@ def _export_program(args, write_program) -> int:
     return 0
 
 
+def cmd_onnx(args) -> int:
+    """An ONNX model read into a network: described; with --tune its distinct tasks tuned with one budget; with
+    --report run on random inputs and timed per step; with --export its kernels and a host script written."""
+    from . import onnx as onnx_import
+
+    net = onnx_import.load(args.model, batch=args.batch)
+    print(net.describe())
+    if args.tune:
+        tasks = [task for task, _ in net.tasks()]
+        runner = _prepare_tuning(args, tasks, f"{net.name}'s {len(tasks)} distinct tasks")
+        try:
+            net.tune(args.tune, args.db, args.device, args.seed, **_tuning_options(args, runner))
+        finally:
+            if runner is not None:
+                runner.close()
+    if args.report or args.export:
+        prepared = net.prepare(args.device, args.db)
+        if args.report:
+            rng = np.random.default_rng(args.seed)
+            feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in net.inputs.items()}
+            print("\n".join(prepared.report(feeds, args.repeat)))
+        if args.export:
+            with writing("--export", args.export):
+                written = prepared.export(args.export)
+            print(f"wrote {len(written)} files to {args.export}: {', '.join(sorted(p.name for p in written))}")
+    return 0
+
+
 def cmd_devices(args) -> int:
     from .runtime import get_device, list_devices
 
@@ -772,6 +800,27 @@ def build_parser() -> argparse.ArgumentParser:
     layer_options(p)
     p.add_argument("--device", help="only trials on this device (its name)")
     p.add_argument("-o", "--output", default="best", help="directory (default: best)")
+
+    p = add("onnx", "read a network from an ONNX file: describe it, tune its operators, report, export", cmd_onnx)
+    p.add_argument("model", help="an .onnx file (pip install -e .[onnx])")
+    p.add_argument("--batch", type=positive_int, help="images per call (default: the model's)")
+    p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
+    p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
+    p.add_argument("--tune", type=positive_int, metavar="TRIALS",
+                   help="tune the network's distinct tasks with this many trials in all (resumes)")
+    p.add_argument("--report", action="store_true",
+                   help="run it on random inputs (the first call checked step by step) and list each step's "
+                        "program, configuration, time and share of the total")
+    p.add_argument("--export", metavar="DIR", help="write every kernel and one host script running the network")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--repeat", type=positive_int, default=5,
+                   help="timing rounds per trial when tuning; timed calls with --report")
+    p.add_argument("--timeout", type=positive_seconds, default=120.0, help="seconds before a trial counts as hung")
+    p.add_argument("--trials-per-batch", type=positive_int, default=8,
+                   help="candidates built ahead and measured together (default 8)")
+    p.add_argument("--ray", metavar="ADDRESS", help="tune on a Ray cluster (see liftpy tune --help)")
+    p.add_argument("--search", choices=["local", "random", "model"], default="local",
+                   help="the search (see liftpy tune --help)")
 
     add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)
 

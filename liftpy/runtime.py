@@ -23,7 +23,7 @@ import numpy as np
 from .codegen.program import GeneratedProgram
 from .codegen.traffic import NO_TRAFFIC, kernel_traffic
 from .device import PRIVATE_BUDGET, Device
-from .errors import ConstraintError, DeviceError, InputError, ResourceError
+from .errors import ConstraintError, DeviceError, InputError, InternalError, ResourceError
 
 
 def _cl():
@@ -582,6 +582,27 @@ class PreparedProgram:
         # complete by now, and an error of theirs is said here
         del keep_alive, returned
         return RunResult(output, KernelTimes(self._timed, runs))
+
+    def enqueue(self, buffers: Mapping[str, object]) -> list:
+        """Launch every kernel on device buffers the caller owns -- each input given at a call, and the output,
+        by name -- and return their events without waiting: no host copy, no wait, so that a network chains
+        programs with its activations on the device (the queue runs in order). The program must be prepared
+        with ``zero_copy`` (it then keeps no buffer of its own for its inputs and output)."""
+        cl = _cl()
+        if not self.zero_copy:
+            raise InternalError(f"{self.executable.generated.function}: enqueue needs a program prepared with "
+                                "zero_copy=True")
+        events = []
+        for (plan, kernel), mine in zip(self.kernels, self._call_args):
+            for position, name in mine:
+                kernel.set_arg(position, buffers[name])
+            try:
+                events.append(cl.enqueue_nd_range_kernel(self.queue, kernel, plan.launch.global_size,
+                                                         plan.launch.local_size))
+            except cl.Error as e:
+                raise DeviceError(f"launching {plan.name} with global size {plan.launch.global_size} and local "
+                                  f"size {plan.launch.local_size} failed: {e}") from None
+        return events
 
     def _check_given(self, inputs: Mapping[str, object]) -> None:
         """The error for inputs other than the call's: an unknown name, one missing, or a constant again."""

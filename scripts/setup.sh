@@ -34,5 +34,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test,ray,model]'
+.venv/bin/python -m pip install -q -e '.[test,ray,model,onnx]'
 echo "setup: ready (.venv/bin/liftpy, $(.venv/bin/python --version))" >&2

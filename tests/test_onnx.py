@@ -1,0 +1,214 @@
+"""Networks from ONNX (liftpy.onnx, liftpy.nn.network): small models built with onnx.helper (tests/onnx_models.py)
+run on the device and compared with ONNX Runtime's output on the same inputs; the fusions; the memory plan; the
+first call's check; refusals at load."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+import liftpy.onnx
+from liftpy.errors import InputError, LiftError
+from liftpy.nn.network import MemoryPlan
+
+from .onnx_models import Builder, fire_net, residual_net
+
+NO_DB = "/nonexistent/tuning.sqlite"  # the route's defaults: no database is read
+
+
+def onnx_runtime(model, x: np.ndarray) -> np.ndarray:
+    return onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+def agrees(got: np.ndarray, expected: np.ndarray) -> bool:
+    """Within float32's rounding of a network this deep: 1e-4 of the output's scale. (Each step is held to its
+    own float32 error bound by the network's checked first call; this compares two float32 evaluations.)"""
+    scale = float(np.abs(expected).max())
+    return got.shape == expected.shape and float(np.abs(got - expected).max()) <= 1e-4 * max(scale, 1.0)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_residual_network_agrees_with_onnx_runtime(batch):
+    model = residual_net(batch)
+    onnx.checker.check_model(model, full_check=True)
+    net = liftpy.onnx.from_model(model)
+    assert [step.op for step in net.steps] == [
+        "Conv+BatchNormalization+Relu", "MaxPool", "Conv+BatchNormalization+Relu", "Conv+BatchNormalization",
+        "Add+Relu", "Conv+BatchNormalization+Relu", "Conv+BatchNormalization", "Conv+BatchNormalization",
+        "Add+Relu", "GlobalAveragePool", "Gemm"]
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 12, 12)).astype(np.float32)
+    prepared = net.prepare(db=NO_DB)
+    y = prepared.run({"x": x})["y"]  # the checked first call
+    assert prepared.checked
+    assert agrees(y, onnx_runtime(model, x))
+    again = prepared.run({"x": -x})["y"]  # the planned buffers, reused
+    assert agrees(again, onnx_runtime(model, -x))
+
+
+def test_a_residual_add_fused_into_its_convolution_agrees_with_onnx_runtime():
+    model = residual_net(2)
+    net = liftpy.onnx.from_model(model, fuse_residual=True)
+    fused = [step for step in net.steps if "Add" in step.op]
+    assert [step.function for step in fused] == ["conv2dAddClip", "conv2dAddClip"]
+    assert [step.op for step in fused] == ["Conv+BatchNormalization+Add+Relu"] * 2
+    assert dict(fused[0].reads) == {"input": "r2", "residual": "p1"}
+    x = np.random.default_rng(7).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))
+
+
+def test_squeezenet_and_mobilenet_patterns_agree_with_onnx_runtime():
+    model = fire_net(2)
+    onnx.checker.check_model(model, full_check=True)
+    net = liftpy.onnx.from_model(model)
+    functions = [step.function for step in net.steps]
+    assert functions == ["conv2dClip", "conv2dClip", "conv2dClip", "concat2", "maxPool2d", "conv2dClip",
+                         "conv2dClip", "conv2dClip", "addClip", "scaleShiftClip", "avgPool2d", "gemmClip"]
+    assert net.steps[4].shape == (2, 12, 6, 6)  # ceil mode: one window more than floor's 5
+    assert any("BatchNormalization" in note for note in net.notes)
+    x = np.random.default_rng(3).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))
+
+
+def test_conv_same_padding_dilation_and_three_way_concat_agree_with_onnx_runtime():
+    b = Builder(5)
+    a = b.conv("x", "a", 4, 4, 3, stride=2, auto_pad="SAME_UPPER")
+    c = b.conv("x", "c", 4, 4, 3, stride=2, auto_pad="SAME_LOWER")
+    d = b.conv("x", "d", 4, 2, 3, stride=2, pad=2, dilations=[2, 2])
+    b.node("Concat", [a, c, d], "y", axis=1)
+    model = b.model({"x": [1, 4, 9, 9]}, {"y": [1, 10, 5, 5]})
+    net = liftpy.onnx.from_model(model)
+    assert [s.function for s in net.steps] == ["conv2d", "conv2d", "conv2d", "concat2", "concat2"]
+    assert net.steps[0].sizes["padSize"] == (1, 1, 1, 1) and net.steps[1].sizes["padSize"] == (1, 1, 1, 1)
+    x = np.random.default_rng(4).standard_normal((1, 4, 9, 9)).astype(np.float32)
+    assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))
+
+
+def test_the_memory_plan_reuses_a_buffer_once_its_last_reader_has_run():
+    net = liftpy.onnx.from_model(residual_net(1))
+    plan, alone = MemoryPlan.make(net), MemoryPlan.make(net, reuse=False)
+    assert len(alone.sizes) == len(net.steps) + 1  # the input, and one per step
+    assert plan.bytes < alone.bytes
+    # no buffer holds two tensors that are alive at once: a tensor is alive from its step to its last reader
+    live = {}
+    for index, step in enumerate(net.steps):
+        live[net.root(step.output)] = [index, index]
+        for _, tensor in step.reads:
+            if net.root(tensor) in live:
+                live[net.root(tensor)][1] = index
+    for name in net.outputs:
+        live[net.root(name)][1] = len(net.steps)
+    spans = sorted((plan.slot[t], start, end) for t, (start, end) in live.items())
+    for (slot_a, _, end_a), (slot_b, start_b, _) in zip(spans, spans[1:]):
+        assert slot_a != slot_b or end_a < start_b
+    assert plan.slot["x"] not in {plan.slot[t] for t in live}  # the input keeps its buffer
+
+
+def test_the_first_call_finds_a_step_computing_something_else():
+    """Two steps of one task with different weights: running each with the other's program (its weights) must
+    fail the checked first call, naming the step."""
+    b = Builder(2)
+    y = b.node("Relu", [b.conv("x", "one", 4, 4, 3, pad=1)], "r1")
+    b.node("Relu", [b.conv(y, "two", 4, 4, 3, pad=1)], "y")
+    net = liftpy.onnx.from_model(b.model({"x": [1, 4, 6, 6]}, {"y": [1, 4, 6, 6]}))
+    assert net.steps[0].task == net.steps[1].task
+    prepared = net.prepare(db=NO_DB)
+    prepared.programs.reverse()
+    with pytest.raises(LiftError, match=r"step one\+r1 \(Conv\+Relu, conv2dClip .*differs from its reference"):
+        prepared.run({"x": np.ones((1, 4, 6, 6), np.float32)})
+
+
+def test_inputs_are_checked():
+    net = liftpy.onnx.from_model(residual_net(1))
+    with pytest.raises(InputError, match=r"input x has shape \(1, 3, 8, 8\), the network takes \(1, 3, 12, 12\)"):
+        net(np.zeros((1, 3, 8, 8), np.float32))
+    with pytest.raises(InputError, match="dtype float64"):
+        net(np.zeros((1, 3, 12, 12)))
+    with pytest.raises(InputError, match="takes x; x not given; it has no input z"):
+        net.run({"z": np.zeros(1)})
+
+
+# ------------------------------------------------------------------------------------------------ refusals
+def refused(model) -> str:
+    with pytest.raises(InputError) as caught:
+        liftpy.onnx.from_model(model)
+    return str(caught.value)
+
+
+def test_an_unsupported_operator_is_refused_naming_the_node():
+    b = Builder()
+    b.node("Sigmoid", ["x"], "y", name="Sigmoid_7")
+    message = refused(b.model({"x": [1, 2]}, {"y": [1, 2]}))
+    assert message.startswith("error: node 'Sigmoid_7' (Sigmoid): the operator is not supported")
+
+
+@pytest.mark.parametrize("attributes, reason", [
+    (dict(pads=[0, 0, 0, 0], dilations=[1, 1], auto_pad="NOTSET", kernel_shape=[3, 3], strides=[1, 1]), None),
+    (dict(pads=[1, 1, 1, 1], kernel_shape=[2, 2]), "kernel_shape \\[2, 2\\] differs from the weights' 3x3"),
+])
+def test_conv_attributes_are_checked(attributes, reason):
+    b = Builder()
+    w = b.constant("w", np.ones((2, 2, 3, 3)))
+    b.nodes.append(helper.make_node("Conv", ["x", w], ["y"], name="Conv_12", **attributes))
+    model = b.model({"x": [1, 2, 5, 5]}, {"y": None} if reason else {"y": [1, 2, 3, 3]})
+    if reason is None:
+        assert liftpy.onnx.from_model(model).steps[0].function == "conv2d"
+    else:
+        with pytest.raises(InputError, match=r"node 'Conv_12' \(Conv\): " + reason):
+            liftpy.onnx.from_model(model)
+
+
+def test_weights_computed_by_the_network_and_broadcasting_are_refused():
+    b = Builder()
+    b.node("Conv", ["x", "x"], "y", name="conv", kernel_shape=[1, 1])
+    assert refused(b.model({"x": [1, 1, 1, 1]}, {"y": [1, 1, 1, 1]})) == (
+        "error: node 'conv' (Conv): its weights ('x') is computed by the network; liftpy needs it constant (an "
+        "initializer or a Constant node)")
+    b = Builder()
+    b.node("Add", ["x", "z"], "y", name="add")
+    message = refused(b.model({"x": [1, 2, 3, 3], "z": [1, 2, 1, 1]}, {"y": [1, 2, 3, 3]}))
+    assert message == "error: node 'add' (Add): broadcasting [1, 2, 3, 3] with [1, 2, 1, 1] is not supported " \
+                      "(liftpy adds tensors of one shape)"
+
+
+def test_average_pooling_that_excludes_its_padding_is_refused():
+    b = Builder()
+    b.node("AveragePool", ["x"], "y", name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    assert "count_include_pad=0 with padding is not supported" in refused(b.model({"x": [1, 1, 4, 4]},
+                                                                                 {"y": [1, 1, 4, 4]}))
+
+
+def test_files_that_are_not_models_get_one_line(tmp_path):
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00\x01 this is not a protobuf \xff" * 10)
+    with pytest.raises(InputError, match=r"junk.onnx: not an ONNX model") as caught:
+        liftpy.onnx.load(junk)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(InputError, match="no such file"):
+        liftpy.onnx.load(tmp_path / "missing.onnx")
+    open_batch = residual_net("N")
+    path = tmp_path / "open.onnx"
+    onnx.save(open_batch, path)
+    with pytest.raises(InputError, match=r"input 'x' has no fixed shape: give the batch \(load\(\.\.\., batch=N\)"):
+        liftpy.onnx.load(path)
+    net = liftpy.onnx.load(path, batch=2)
+    assert net.inputs == {"x": (2, 3, 12, 12)} and net.shapes["y"] == (2, 10)
+
+
+def test_the_command_line_describes_a_model_and_refuses_a_bad_one(tmp_path):
+    path = tmp_path / "fire.onnx"
+    onnx.save(fire_net(1), path)
+    shown = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(path)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "12 steps (12 distinct tasks)" in shown.stdout
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("not a model")
+    failed = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(bad)], capture_output=True, text=True)
+    assert failed.returncode != 0 and "Traceback" not in failed.stderr
+    assert failed.stderr.strip().startswith("error:") and "not an ONNX model" in failed.stderr
