@@ -633,11 +633,11 @@ def cmd_onnx(args) -> int:
 
     net = onnx_import.load(args.model, batch=args.batch)
     print(net.describe())
-    if args.tune:
+    if args.trials:
         tasks = [task for task, _ in net.tasks()]
         runner = _prepare_tuning(args, tasks, f"{net.name}'s {len(tasks)} distinct tasks")
         try:
-            net.tune(args.tune, args.db, args.device, args.seed, **_tuning_options(args, runner))
+            net.tune(args.trials, args.db, args.device, args.seed, **_tuning_options(args, runner))
         finally:
             if runner is not None:
                 runner.close()
@@ -806,7 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=positive_int, help="images per call (default: the model's)")
     p.add_argument("--db", default="tuning.sqlite", help="the tuning database (default tuning.sqlite)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
-    p.add_argument("--tune", type=positive_int, metavar="TRIALS",
+    p.add_argument("--tune", type=positive_int, metavar="TRIALS", dest="trials",
                    help="tune the network's distinct tasks with this many trials in all (resumes)")
     p.add_argument("--report", action="store_true",
                    help="run it on random inputs (the first call checked step by step) and list each step's "

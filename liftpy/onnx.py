@@ -25,7 +25,7 @@ from .nn.network import Network
 
 #: the operators read (views and identities included)
 SUPPORTED = ("Conv", "BatchNormalization", "Relu", "Clip", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
-             "Gemm", "MatMul", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Concat", "Dropout", "Identity",
+             "Gemm", "MatMul", "Softmax", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Concat", "Dropout", "Identity",
              "Constant")
 
 
@@ -88,7 +88,8 @@ def from_model(model, batch: int | None = None, name: str = "network", fuse_resi
         if value.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
             raise InputError(f"{name}: input {value.name!r} is not float32; liftpy computes in float32")
     outputs = tuple(v.name for v in graph.output)
-    reader = _Reader(name, shapes, constants, graph.node, outputs, fuse_residual)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    reader = _Reader(name, shapes, constants, graph.node, outputs, fuse_residual, opset)
     for index, node in enumerate(graph.node):
         reader.node(node, index)
     for output in outputs:
@@ -142,8 +143,9 @@ class _Pending:
 
 class _Reader:
     def __init__(self, name: str, shapes: dict, constants: dict, nodes, outputs: tuple[str, ...],
-                 fuse_residual: bool):
+                 fuse_residual: bool, opset: int):
         self.name = name
+        self.opset = opset
         self.fuse_residual = fuse_residual
         self.graph_outputs = set(outputs)
         #: how many nodes read each tensor, over the whole graph: a fusion needs its producer's result read once
@@ -424,6 +426,21 @@ class _Reader:
                 step = replace(step, shape=step.shape[:2])
             self.close(step, index)
             current, shape = output, (shape[0], shape[1] + part_shape[1], *shape[2:])
+
+    def _softmax(self, node, index):
+        a = _attributes(node)
+        x = self.activation(node, node.input[0])
+        shape = self.shape(node, x)
+        if self.opset < 13:  # the tensor as a matrix: the axes before ``axis`` its rows
+            axis = int(a.get("axis", 1)) % len(shape)
+        else:
+            axis = int(a.get("axis", -1)) % len(shape)
+            if axis != len(shape) - 1:
+                self.fail(node, f"a softmax along axis {a['axis']} of a {len(shape)}-D tensor is not supported "
+                          "(only along the last)")
+        rows = int(np.prod(shape[:axis]))
+        step = ops.softmax(_label(node), x, (rows, int(np.prod(shape[axis:]))), node.output[0])
+        self.close(replace(step, shape=tuple(shape)), index)
 
     # views: the same memory read in another shape
     def view(self, node, index):

@@ -212,3 +212,17 @@ def test_the_command_line_describes_a_model_and_refuses_a_bad_one(tmp_path):
     failed = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(bad)], capture_output=True, text=True)
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     assert failed.stderr.strip().startswith("error:") and "not an ONNX model" in failed.stderr
+
+
+@pytest.mark.parametrize("opset, shape, axis", [(13, [2, 3, 10], -1), (11, [2, 3, 2, 2], 1)])
+def test_softmax_agrees_with_onnx_runtime(opset, shape, axis):
+    """A row's softmax computes a val (the exponentials) read whole twice: the route must not make that map a
+    parallel level (each work-item then held one exponential and summed the others' unwritten ones)."""
+    b = Builder()
+    b.node("Softmax", ["x"], "y", name="sm", axis=axis)
+    model = b.model({"x": shape}, {"y": shape}, opset=opset)
+    net = liftpy.onnx.from_model(model)
+    rows = 6 if opset == 13 else 2
+    assert net.steps[0].sizes == {"n": rows, "m": int(np.prod(shape)) // rows}
+    x = (np.random.default_rng(0).standard_normal(shape) * 4).astype(np.float32)
+    assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))

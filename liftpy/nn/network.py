@@ -301,6 +301,8 @@ def _as_program_input(step: Step, value: np.ndarray) -> np.ndarray:
         return value.reshape(step.shape)
     if step.function == "gemmClip":
         return value.reshape(step.sizes["n"], step.sizes["k"])
+    if step.function == "softmax":
+        return value.reshape(step.sizes["n"], step.sizes["m"])
     return value
 
 

@@ -177,6 +177,13 @@ def concat(name: str, a: str, a_shape, b: str, b_shape, output: str) -> Step:
                 (("a", a), ("b", b)), output, (n, c1 + c2, h, w))
 
 
+def softmax(name: str, x: str, shape, output: str) -> Step:
+    """Softmax along the last axis of a matrix (rows x columns)."""
+    n, m = (int(v) for v in shape)
+    return Step(name, "Softmax", _task("operators.lift", "softmax", dict(n=n, m=m), {}), (("input", x),), output,
+                (n, m))
+
+
 # ------------------------------------------------------------------------------------------------ references
 def _gamma(terms: int) -> float:
     """Higham's γ_m for m rounded operations (``conv2d_tolerance`` says why)."""
@@ -265,10 +272,22 @@ def _concat_reference(v, s):
     return value, np.zeros_like(value)
 
 
+def _softmax_reference(v, s):
+    """Each value's error relative to it: the difference x - max rounded (u·|x - max| in the exponent), exp's
+    (OpenCL allows 3 ulp: 6u), the row's sum of positive terms (γ_m) and the division (u)."""
+    x = v["input"]
+    top = np.max(np.where(np.isnan(x), -np.inf, x), axis=1, keepdims=True)
+    e = np.exp(x - top)
+    value = e / e.sum(axis=1, keepdims=True)
+    u = FLOAT32_UNIT_ROUNDOFF
+    relative = u * _finite_abs(x - top) + 6 * u + _gamma(x.shape[1]) + u
+    return value, relative * np.abs(value) + 2.0 ** -126
+
+
 _REFERENCES = {"conv2d": _conv_reference, "conv2dClip": _conv_reference, "conv2dAddClip": _conv_reference,
                "maxPool2d": _max_pool_reference, "avgPool2d": _avg_pool_reference,
                "globalAvgPool": _global_avg_pool_reference, "gemmClip": _gemm_reference, "clip": _clip_reference,
-               "addClip": _add_reference, "scaleShiftClip": _scale_shift_reference, "concat2": _concat_reference}
+               "addClip": _add_reference, "scaleShiftClip": _scale_shift_reference, "concat2": _concat_reference, "softmax": _softmax_reference}
 
 __all__ = ["Step", "UNBOUNDED", "conv", "max_pool", "avg_pool", "global_avg_pool", "gemm", "clip", "add",
-           "scale_shift", "concat"]
+           "scale_shift", "concat", "softmax"]

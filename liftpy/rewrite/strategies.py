@@ -562,8 +562,10 @@ def lowering(unroll: bool = False, parallel: int = 2, sequential_outer: int = 0,
     # a level: a unit map too, where no other level is below it
     compute_map = when(lambda t: is_compute_map(t) and not sequential_map(t), "compute map")
 
-    def descend(tree) -> bool:  # where the next level is looked for: not in a reduction, nor in a block's map
-        return not_reduction(tree) and not sequential_map(tree)
+    def descend(tree) -> bool:  # where the next level is looked for: not in a reduction, nor in a block's map,
+        # nor past a val that computes (its value is read whole by what follows: each work-item computes it all)
+        return not_reduction(tree) and not sequential_map(tree) and not (isinstance(tree, Let)
+                                                                         and not is_view(tree.value))
 
     def past_units(build: Callable[[], Strategy]) -> Strategy:  # build(), or unit maps made sequential around it
         # (a unit map above no other level stays parallel: a kernel's result is computed by a parallel map)
