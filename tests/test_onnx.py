@@ -226,3 +226,22 @@ def test_softmax_agrees_with_onnx_runtime(opset, shape, axis):
     assert net.steps[0].sizes == {"n": rows, "m": int(np.prod(shape)) // rows}
     x = (np.random.default_rng(0).standard_normal(shape) * 4).astype(np.float32)
     assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))
+
+
+def test_an_exported_network_runs_alone_and_agrees_with_onnx_runtime(tmp_path):
+    """The exported kernels and host.py (numpy and pyopencl only), run in a fresh process."""
+    model = fire_net(1)
+    path = tmp_path / "fire.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "exported"
+    shown = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(path), "--db", NO_DB, "--export",
+                            str(out)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert (out / "host.py").is_file() and (out / "step00.cl").is_file()
+    x = np.random.default_rng(9).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ran = subprocess.run([sys.executable, str(out / "host.py"), "--input", f"x={tmp_path / 'x.npy'}", "--output",
+                          str(tmp_path / "y"), "--repeat", "2"], capture_output=True, text=True, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "whole call: median" in ran.stdout
+    assert agrees(np.load(tmp_path / "y" / "y.npy"), onnx_runtime(model, x))

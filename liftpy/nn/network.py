@@ -230,6 +230,53 @@ class PreparedNetwork:
                      f"in {len(self.plan.sizes)} buffers; weights and intermediates {format_bytes(self.weight_bytes)})")
         return lines
 
+    def export(self, directory) -> list:
+        """Write each step's kernels (``stepNN.cl``), its constant arrays (``stepNN_NAME.npy``) and ``host.py``,
+        a script running the whole network with numpy and pyopencl only; the paths written."""
+        from pathlib import Path
+
+        from ..codegen.host import network_script
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        network, plan = self.network, self.plan
+        written, steps = [], []
+        for index, (step, program) in enumerate(zip(network.steps, self.programs)):
+            generated = program.executable.generated
+            source = directory / f"step{index:02d}.cl"
+            source.write_text(generated.combined_source)
+            written.append(source)
+            slots = {param: plan.slot[network.root(tensor)] for param, tensor in step.reads}
+            slots[generated.output] = plan.slot[network.root(step.output)]
+            kinds = {b.name: b for b in generated.buffers}
+            kernels = []
+            for kernel in generated.kernels:
+                arguments = []
+                for name in kernel.args:
+                    if name in slots:
+                        arguments.append(["slot", slots[name]])
+                    elif name in dict(generated.scalar_params):
+                        arguments.append(["scalar", dict(generated.scalar_params)[name],
+                                          str(float(step.constants[name]))])
+                    elif name in step.constants:
+                        array = directory / f"step{index:02d}_{name}.npy"
+                        if array not in written:
+                            np.save(array, np.asarray(step.constants[name], np.float32))
+                            written.append(array)
+                        arguments.append(["constant", array.name])
+                    else:
+                        arguments.append(["temp", name, kinds[name].bytes])
+                kernels.append([kernel.name, list(kernel.launch.global_size),
+                                None if kernel.launch.local_size is None else list(kernel.launch.local_size),
+                                arguments])
+            steps.append([step.name, source.name, kernels, list(program.hoisted)])
+        inputs = [[name, plan.slot[name], list(shape)] for name, shape in network.inputs.items()]
+        outputs = [[name, plan.slot[network.root(name)], list(network.shapes[name])] for name in network.outputs]
+        host = directory / "host.py"
+        host.write_text(network_script(network.name, plan.sizes, inputs, outputs, steps))
+        written.append(host)
+        return written
+
     def _run(self, hosts, plan: MemoryPlan, buffers, profile: bool, every: bool = False) -> dict[str, np.ndarray]:
         from ..runtime import DeviceError, _cl, _event_ms
 
