@@ -503,6 +503,9 @@ class PreparedProgram:
         except cl.Error as e:
             raise DeviceError(f"running the constant kernels of {g.function} failed: {e}") from None
         self.kernels = [(plan, kernel) for plan, kernel in self.kernels if plan.produces not in known]
+        read = {name for plan, _ in self.kernels for name in plan.args}
+        for name in [n for n in self.buffers if n not in read]:  # read only by the hoisted kernels, which have run
+            del self.buffers[name]
         return tuple(plan.name for plan, _ in hoisted), sum(_event_ms(e) for e in events)
 
     @staticmethod

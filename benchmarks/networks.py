@@ -1,0 +1,159 @@
+"""Whole networks from ONNX: liftpy (tuned, on the default OpenCL device) against ONNX Runtime (CPU provider)
+and PyTorch (eager), whole inferences -- numpy in, numpy out -- interleaved in one process.
+
+The models are torchvision's with random weights, exported by ``benchmarks/export_models.py`` (run it first,
+with any Python that has torch and torchvision). liftpy tunes each network's distinct tasks with one budget
+(``--trials``, resumed from ``--db``), checks its first call step by step, and its output is compared with
+ONNX Runtime's on the same input. PyTorch (optional: skipped where torch and torchvision are not installed) runs
+torchvision's model with its own random weights: its time only. Each library uses one thread per core.
+
+    python benchmarks/networks.py --models benchmarks/models --trials 8 --db networks.sqlite
+
+Prints per network the three medians, liftpy's ratio to ONNX Runtime, liftpy's device memory and ONNX Runtime's
+peak resident memory (measured in a process of its own), and the tuning time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+NETWORKS = ("resnet18", "vgg16", "mobilenet_v2", "squeezenet1_1")
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def onnx_runtime_session(path: Path, threads: int):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def torch_model(name: str, threads: int):
+    """torchvision's model in eval mode, or None where torch or torchvision is missing."""
+    try:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from export_models import _torchvision
+
+        torch, torchvision = _torchvision()
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    model = getattr(torchvision.models, name)(weights=None).eval()
+
+    def call(x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return model(torch.from_numpy(x)).numpy()
+
+    return call
+
+
+def onnx_runtime_peak_mib(path: Path, batch: int, threads: int) -> float:
+    """ONNX Runtime's peak resident memory for a session and 5 calls, less the process's before the session,
+    measured in a fresh process (ru_maxrss)."""
+    script = f"""
+import resource, numpy as np, onnxruntime
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+o = onnxruntime.SessionOptions(); o.intra_op_num_threads = {threads}
+s = onnxruntime.InferenceSession({str(path)!r}, o, providers=["CPUExecutionProvider"])
+x = np.random.default_rng(0).standard_normal(({batch}, 3, 224, 224)).astype(np.float32)
+for _ in range(5): s.run(None, {{s.get_inputs()[0].name: x}})
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    return float(out.stdout.strip()) if out.returncode == 0 else float("nan")
+
+
+def main() -> None:
+    import liftpy.onnx
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="benchmarks/models", help="the .onnx files of export_models.py")
+    parser.add_argument("--networks", default=",".join(NETWORKS))
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--trials", type=int, default=0,
+                        help="tuning trials per distinct task of each network, given with one budget (0: none)")
+    parser.add_argument("--db", default="networks.sqlite")
+    parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds, one call of each library")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+
+    print(f"# {cpu_name()}, {os.cpu_count()} cores; liftpy {commit()}; batch {args.batch}; {args.rounds} rounds; "
+          f"{args.threads} threads for ONNX Runtime and PyTorch")
+    rows = []
+    for name in args.networks.split(","):
+        path = Path(args.models) / f"{name}.onnx"
+        net = liftpy.onnx.load(path, batch=args.batch)
+        tuning_s = 0.0
+        if args.trials:
+            start = time.perf_counter()
+            net.tune(args.trials * len(net.tasks()), args.db)
+            tuning_s = time.perf_counter() - start
+        prepared = net.prepare(db=args.db)
+        x = np.random.default_rng(0).standard_normal(net.inputs[next(iter(net.inputs))]).astype(np.float32)
+        feeds = {next(iter(net.inputs)): x}
+        ours = prepared.run(feeds)[net.outputs[0]]  # checked step by step
+        session = onnx_runtime_session(path, args.threads)
+        theirs = session.run(None, {session.get_inputs()[0].name: x})[0]
+        difference = float(np.abs(ours - theirs).max() / max(1.0, np.abs(theirs).max()))
+        torch_call = torch_model(name, args.threads)
+        times = {"liftpy": [], "onnxruntime": [], "pytorch": []}
+        kernels = []
+        for _ in range(args.rounds):
+            start = time.perf_counter()
+            prepared.run(feeds, profile=True)
+            times["liftpy"].append((time.perf_counter() - start) * 1e3)
+            kernels.append(sum(prepared.step_ms))
+            start = time.perf_counter()
+            session.run(None, {session.get_inputs()[0].name: x})
+            times["onnxruntime"].append((time.perf_counter() - start) * 1e3)
+            if torch_call is not None:
+                start = time.perf_counter()
+                torch_call(x)
+                times["pytorch"].append((time.perf_counter() - start) * 1e3)
+        medians = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
+        tuned = sum(1 for step in net.steps if step.task in prepared.bests)
+        row = dict(network=name, batch=args.batch, liftpy_ms=medians["liftpy"], kernels_ms=statistics.median(kernels),
+                   onnxruntime_ms=medians["onnxruntime"], pytorch_ms=medians["pytorch"],
+                   ratio=medians["liftpy"] / medians["onnxruntime"], liftpy_device_mib=prepared.peak_bytes / 2**20,
+                   onnxruntime_peak_mib=onnx_runtime_peak_mib(path, args.batch, args.threads),
+                   tuning_s=tuning_s, trials=args.trials, steps=len(net.steps), tuned_steps=tuned,
+                   max_difference=difference)
+        rows.append(row)
+        print(f"{name:14} liftpy {row['liftpy_ms']:8.2f} ms (kernels {row['kernels_ms']:8.2f})  onnxruntime "
+              f"{row['onnxruntime_ms']:8.2f} ms  pytorch {row['pytorch_ms']:8.2f} ms  liftpy/ort x{row['ratio']:.2f}  "
+              f"memory liftpy {row['liftpy_device_mib']:.0f} MiB, ort {row['onnxruntime_peak_mib']:.0f} MiB  "
+              f"tuning {tuning_s:.0f} s ({tuned}/{len(net.steps)} steps tuned)  |liftpy-ort|/scale "
+              f"{difference:.1e}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
