@@ -31,10 +31,13 @@ NETWORKS = ("resnet18", "vgg16", "mobilenet_v2", "squeezenet1_1")
 
 
 def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
+    """The CPU's name with its family and model (a cloud machine's name alone hides its generation)."""
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+    except OSError:
+        return platform.processor()
+    info = {key.strip(): value.strip() for key, value in info.items()}
+    return f"{info.get('model name', '?')}, family {info.get('cpu family', '?')} model {info.get('model', '?')}"
 
 
 def commit() -> str:
@@ -74,16 +77,19 @@ def torch_model(name: str, threads: int):
 
 
 def onnx_runtime_peak_mib(path: Path, batch: int, threads: int) -> float:
-    """ONNX Runtime's peak resident memory for a session and 5 calls, less the process's before the session,
-    measured in a fresh process (ru_maxrss)."""
+    """ONNX Runtime's peak resident memory for a session and 5 calls, above the process's once it has imported
+    it: measured in a fresh process, the peak reset after the imports (Linux's clear_refs)."""
     script = f"""
-import resource, numpy as np, onnxruntime
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+import numpy as np, onnxruntime
+def status(key):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key))
+x = np.random.default_rng(0).standard_normal(({batch}, 3, 224, 224)).astype(np.float32)
+before = status("VmRSS:")
+open("/proc/self/clear_refs", "w").write("5")
 o = onnxruntime.SessionOptions(); o.intra_op_num_threads = {threads}
 s = onnxruntime.InferenceSession({str(path)!r}, o, providers=["CPUExecutionProvider"])
-x = np.random.default_rng(0).standard_normal(({batch}, 3, 224, 224)).astype(np.float32)
 for _ in range(5): s.run(None, {{s.get_inputs()[0].name: x}})
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+print((status("VmHWM:") - before) / 1024)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     return float(out.stdout.strip()) if out.returncode == 0 else float("nan")

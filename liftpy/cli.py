@@ -634,8 +634,9 @@ def cmd_onnx(args) -> int:
     net = onnx_import.load(args.model, batch=args.batch)
     print(net.describe())
     if args.trials:
-        tasks = [task for task, _ in net.tasks()]
-        runner = _prepare_tuning(args, tasks, f"{net.name}'s {len(tasks)} distinct tasks")
+        groups = net.groups()
+        tasks = [task for programs, _ in groups for _, task in programs]
+        runner = _prepare_tuning(args, tasks, f"{net.name}'s {len(groups)} distinct tasks ({len(tasks)} programs)")
         try:
             net.tune(args.trials, args.db, args.device, args.seed, **_tuning_options(args, runner))
         finally:

@@ -206,7 +206,7 @@ def test_the_command_line_describes_a_model_and_refuses_a_bad_one(tmp_path):
     onnx.save(fire_net(1), path)
     shown = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(path)], capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
-    assert "12 steps (12 distinct tasks)" in shown.stdout
+    assert "12 steps (12 distinct tasks, 13 programs with Winograd's)" in shown.stdout
     bad = tmp_path / "bad.onnx"
     bad.write_text("not a model")
     failed = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(bad)], capture_output=True, text=True)
@@ -245,3 +245,55 @@ def test_an_exported_network_runs_alone_and_agrees_with_onnx_runtime(tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert "whole call: median" in ran.stdout
     assert agrees(np.load(tmp_path / "y" / "y.npy"), onnx_runtime(model, x))
+
+
+def test_a_network_is_tuned_with_one_budget_and_then_runs_its_tuned_configurations(tmp_path):
+    """liftpy onnx --tune: the distinct tasks (two identical convolutions are one) tuned through the task
+    scheduler into the database; the report then runs every step's tuned configuration."""
+    b = Builder(4)
+    y = b.node("Relu", [b.conv("x", "one", 4, 4, 3, pad=1)], "r1")
+    y = b.node("Relu", [b.conv(y, "two", 4, 4, 3, pad=1)], "r2")
+    y = b.node("Flatten", [b.node("MaxPool", [y], "pool", kernel_shape=[2, 2], strides=[2, 2])], "flat", axis=1)
+    b.node("Gemm", [y, b.constant("fc.w", b.rng.standard_normal((5, 36))), b.constant("fc.b", np.zeros(5))], "y",
+           transB=1)
+    model = b.model({"x": [1, 4, 6, 6]}, {"y": [1, 5]})
+    path, db = tmp_path / "tiny.onnx", tmp_path / "tuning.sqlite"
+    onnx.save(model, path)
+    net = liftpy.onnx.load(path)
+    assert len(net.steps) == 4 and len(net.tasks()) == 3
+    done = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(path), "--tune", "10", "--db", str(db),
+                           "--report", "--repeat", "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "tuning tiny's 3 distinct tasks (4 programs)" in done.stderr
+    assert "4 of 4 steps tuned" in done.stdout and "route default" not in done.stdout
+    prepared = net.prepare(db=db)
+    assert set(prepared.bests) == {task for task, _ in net.tasks()}
+    x = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation", [None, "Relu"])
+def test_a_convolution_runs_winograds_program_where_the_database_has_it_faster(tmp_path, activation):
+    """A 3x3 convolution of stride 1 has Winograd's program beside the direct one (with its clamp where it has
+    an activation: programs/conv2d_winograd_clip.lift); tuned alone into the database, it is the step's best,
+    compiled with its stages joined and its transforms as constants, checked and compared with ONNX Runtime."""
+    from liftpy.nn.operators import WINOGRAD
+    from liftpy.tuning import tune_task
+
+    b = Builder(6)
+    y = b.conv("x", "c" if activation else "y", 8, 8, 3, pad=1)
+    if activation:
+        b.node(activation, [y], "y")
+    model = b.model({"x": [1, 8, 10, 10]}, {"y": [1, 8, 10, 10]})
+    net = liftpy.onnx.from_model(model)
+    (step,) = net.steps
+    (algorithm, task), = [(name, task) for name, task in step.programs if name == WINOGRAD]
+    assert task.function == ("conv2dWinogradClip" if activation else "conv2dWinograd")
+    db = tmp_path / "tuning.sqlite"
+    tune_task(task, 4, db)
+    prepared = net.prepare(db=db)
+    assert prepared.bests[step.task].name == WINOGRAD
+    x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
+    assert "winograd" in "\n".join(prepared.report({"x": x}, calls=1))

@@ -816,7 +816,8 @@ def test_a_map_bound_by_a_computing_val_is_not_a_parallel_level():
     unwritten ones (the default configuration computed garbage). Every sampled configuration now agrees with
     numpy."""
     sizes = {"n": 3, "m": 10}
-    space = RouteSpace(liftpy.load(Path(liftpy.__file__).parent / "nn" / "operators.lift"), sizes, None, "softmax")
+    space = RouteSpace(liftpy.load(Path(liftpy.__file__).parent / "nn" / "programs" / "softmax.lift"), sizes, None,
+                       "softmax")
     x = (np.random.default_rng(0).standard_normal((3, 10)) * 3).astype(np.float32)
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     expected = e / e.sum(axis=1, keepdims=True)

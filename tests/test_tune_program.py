@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,3 +177,17 @@ def test_a_script_that_tunes_as_it_is_imported_gets_one_clear_error(tmp_path):
     assert run.returncode != 0
     assert 'if __name__ == "__main__":' in run.stderr and run.stderr.count("Traceback") == 1  # the script's own
     assert "AttributeError" not in run.stderr and run.stderr.count("bootstrapping phase") == 0
+
+
+def test_a_depthwise_layers_reference_is_checked_at_sizes_that_keep_its_one_kernel_per_group():
+    """conv2d.lift as MobileNetV2's depthwise layer (32 groups of one channel and one kernel): shrinking the
+    groups for the reference's check made each group's one kernel several, and the naive lowering made for the
+    layer (that level sequential, a loop of one) a sequential loop around a parallel map, which the code
+    generator refuses: such a layer could not be tuned at all."""
+    sizes = dict(N=1, C=32, H=112, W=112, K=32, groups=32, kernelHeight=3, kernelWidth=3, padSize=(1, 1, 1, 1),
+                 stride=(1, 1), dilation=(1, 1))
+    path = Path(liftpy.__file__).parent / "nn" / "conv2d.lift"
+    task = ProgramTask(str(path), tuple(sorted(sizes.items())), "conv2d", ("weights", "biases"))
+    checked = check_reference(task)
+    assert checked == reduced_sizes(task)
+    assert (checked["groups"], checked["C"], checked["K"]) == (32, 32, 32) and checked["H"] < 112

@@ -16,13 +16,13 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..errors import InputError, LiftError
-from .operators import Step
+from .operators import DIRECT, WINOGRAD, Step
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,26 @@ class Network:
         return tensor
 
     def tasks(self) -> list[tuple[object, int]]:
-        """The distinct tasks (identical operators at identical sizes are one) and how often each runs a call."""
+        """The distinct steps' tasks (identical operators at identical sizes are one) and how often each runs a
+        call."""
         return list(Counter(step.task for step in self.steps).items())
+
+    def groups(self) -> list[tuple[tuple[tuple[str, object], ...], int]]:
+        """For each distinct step, its programs -- (algorithm, task), the direct one first -- and how often it
+        runs a call: what :meth:`tune` gives one budget."""
+        first = {}
+        for step in self.steps:
+            first.setdefault(step.task, step)
+        return [(first[task].programs, count) for task, count in self.tasks()]
 
     def describe(self) -> str:
         """A few lines: the inputs and outputs, the steps by operator, the distinct tasks, the notes."""
         ops = Counter(step.op for step in self.steps)
+        programs = sum(len(programs) for programs, _ in self.groups())
         lines = [f"{self.name}: inputs {_shapes_text({n: s for n, s in self.inputs.items()})}; outputs "
                  f"{_shapes_text({n: self.shapes[n] for n in self.outputs})}",
-                 f"{len(self.steps)} steps ({len(self.tasks())} distinct tasks): "
+                 f"{len(self.steps)} steps ({len(self.tasks())} distinct tasks"
+                 + (f", {programs} programs with Winograd's" if programs > len(self.tasks()) else "") + "): "
                  + ", ".join(f"{n} {op}" for op, n in ops.most_common())]
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
@@ -83,17 +94,17 @@ class Network:
 
     # ------------------------------------------------------------------------------------------ tuning
     def tune(self, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, **options) -> list:
-        """Tune the network's distinct tasks with one budget of ``trials`` trials in all, which the task
-        scheduler gives where the network's time gains the most (each task weighted by how often it runs;
-        ``options``: :class:`liftpy.tuning.Tuner`'s). Each task's best; the next :meth:`prepare` (and a
+        """Tune the network's distinct steps' programs (:meth:`groups`) with one budget of ``trials`` trials in
+        all, which the task scheduler gives where the network's time gains the most (each weighted by how often
+        it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next :meth:`prepare` (and a
         prepared network made before, at its next :meth:`prepare`) with the same ``db`` runs them."""
         from ..tuning import tune_groups
 
-        tasks = self.tasks()
-        if trials < len(tasks):
-            raise InputError(f"{self.name} has {len(tasks)} distinct tasks: tune it with at least that many trials")
-        groups = [[("", task)] for task, _ in tasks]
-        bests = tune_groups(groups, trials, db, device, seed, weights=[count for _, count in tasks], **options)
+        groups = self.groups()
+        if trials < len(groups):
+            raise InputError(f"{self.name} has {len(groups)} distinct tasks: tune it with at least that many trials")
+        bests = tune_groups([list(programs) for programs, _ in groups], trials, db, device, seed,
+                            weights=[count for _, count in groups], **options)
         self.__dict__.pop("_prepared", None)
         return bests
 
@@ -220,8 +231,9 @@ class PreparedNetwork:
         for step, ms in zip(self.network.steps, step_ms):
             best = self.bests.get(step.task)
             source = "route default" if best is None else f"tuned ({best.time_ms:.3f} ms)"
+            program = "winograd" if best is not None and best.name == WINOGRAD else step.function
             name = step.name if len(step.name) <= width else "..." + step.name[-width + 3:]
-            lines.append(f"{name:<{width}}  {step.op:<34} {step.function:<15} {source:<22} {ms:8.3f} "
+            lines.append(f"{name:<{width}}  {step.op:<34} {program:<15} {source:<22} {ms:8.3f} "
                          f"{100 * ms / total:5.1f}%")
         tuned = sum(1 for step in self.network.steps if step.task in self.bests)
         lines.append(f"kernels {sum(step_ms):.3f} ms; the whole call (numpy in, numpy out) {call_ms:.3f} ms, median "
@@ -243,6 +255,8 @@ class PreparedNetwork:
         written, steps = [], []
         for index, (step, program) in enumerate(zip(network.steps, self.programs)):
             generated = program.executable.generated
+            best = self.bests.get(step.task)
+            constants = step.constants_of(WINOGRAD if best is not None and best.name == WINOGRAD else DIRECT)
             source = directory / f"step{index:02d}.cl"
             source.write_text(generated.combined_source)
             written.append(source)
@@ -257,11 +271,11 @@ class PreparedNetwork:
                         arguments.append(["slot", slots[name]])
                     elif name in dict(generated.scalar_params):
                         arguments.append(["scalar", dict(generated.scalar_params)[name],
-                                          str(float(step.constants[name]))])
-                    elif name in step.constants:
+                                          str(float(constants[name]))])
+                    elif name in constants:
                         array = directory / f"step{index:02d}_{name}.npy"
                         if array not in written:
-                            np.save(array, np.asarray(step.constants[name], np.float32))
+                            np.save(array, np.asarray(constants[name], np.float32))
                             written.append(array)
                         arguments.append(["constant", array.name])
                     else:
@@ -375,8 +389,8 @@ def _inputs(network: Network, feeds: Mapping[str, object]) -> dict[str, np.ndarr
 
 
 def _bests(network: Network, device_name: str, db) -> dict:
-    """Each task's best in the tuning database at ``db`` (default: the user's), where it holds one; the
-    database is only read."""
+    """Each distinct step's fastest program's best in the tuning database at ``db`` (default: the user's), where
+    it holds one, by the step's task, its algorithm in ``name``; the database is only read."""
     from pathlib import Path
 
     from ..tuning import TuningDB, default_db_path
@@ -385,18 +399,28 @@ def _bests(network: Network, device_name: str, db) -> dict:
     if not path or not Path(path).exists():
         return {}
     database = TuningDB(path, readonly=True)
+    found = {}
     try:
-        found = {task: database.best(task, device_name) for task, _ in network.tasks()}
+        for programs, _ in network.groups():
+            bests = [replace(best, name=algorithm) for algorithm, task in programs
+                     if (best := database.best(task, device_name)) is not None]
+            if bests:
+                found[programs[0][1]] = min(bests, key=lambda best: best.time_ms)
     finally:
         database.close()
-    return {task: best for task, best in found.items() if best is not None}
+    return found
 
 
 def _compile(step: Step, best, device, spaces: dict):
-    """A step's program prepared on the device with its constants: the best's configuration, else the route's
-    default; a configuration the route refuses here is said and the default used."""
+    """A step's program prepared on the device with its constants: the best's program (Winograd's, its stages
+    joined, where that is the faster) and configuration, else the route's default for the direct program; a
+    configuration the route refuses here is said and the default used."""
     from ..runtime import compile as compile_program, device_info
 
+    if best is not None and best.name == WINOGRAD:
+        task = best.task
+        executable = compile_program(best.program, task.size_map, device, task.function)
+        return executable.prepare(step.constants_of(WINOGRAD), zero_copy=True)
     task = step.task
     if task not in spaces:
         spaces[task] = task.space(device_info(device))

@@ -1,4 +1,4 @@
-"""A network's operators: each a program of ``operators.lift`` (or ``conv2d.lift``) at its sizes -- a tuning
+"""A network's operators: each a program of ``liftpy/nn/programs/`` (or ``conv2d.lift``) at its sizes -- a tuning
 task -- with the tensors it reads, its constant inputs, and an independent float64 reference.
 
 A :class:`Step` is one call of one operator in a network (:mod:`liftpy.nn.network`); the functions below make
@@ -18,6 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from ..tuning import ProgramTask
+from .conv import make_layer
 from .reference import FLOAT32_UNIT_ROUNDOFF, conv2d_reference, conv2d_tolerance, output_size
 
 #: no clamp: the bounds of an operator without an activation
@@ -25,6 +26,9 @@ UNBOUNDED = (-np.inf, np.inf)
 
 #: the lowest float: what max pooling pads with (the program's literal)
 LOWEST = -3.402823e38
+
+#: a step's algorithms: its direct program, and Winograd's F(2x2, 3x3) for a 3x3 convolution of stride 1
+DIRECT, WINOGRAD = "direct", "winograd"
 
 
 def _library(name: str) -> str:
@@ -45,10 +49,24 @@ class Step:
     output: str
     shape: tuple[int, ...]
     constants: Mapping[str, object] = field(default_factory=dict, compare=False, repr=False)
+    #: other programs computing the same (a 3x3 convolution's Winograd program): (algorithm, task, the constant
+    #: inputs it takes beside ``constants``)
+    alternatives: tuple[tuple[str, ProgramTask, Mapping[str, object]], ...] = field(default=(), compare=False,
+                                                                                    repr=False)
 
     @property
     def function(self) -> str:
         return self.task.function
+
+    @property
+    def programs(self) -> tuple[tuple[str, ProgramTask], ...]:
+        """(algorithm, task) of each program computing the step, the direct one (``task``) first."""
+        return ((DIRECT, self.task),) + tuple((name, task) for name, task, _ in self.alternatives)
+
+    def constants_of(self, algorithm: str) -> dict[str, object]:
+        """The constant inputs of the step's program ``algorithm``."""
+        extra = next((more for name, _, more in self.alternatives if name == algorithm), {})
+        return {**self.constants, **extra}
 
     @property
     def sizes(self) -> dict[str, object]:
@@ -61,11 +79,6 @@ class Step:
                   **{k: np.asarray(v, np.float64) for k, v in inputs.items()}}
         expected, tolerance = _REFERENCES[self.function](values, self.sizes)
         return expected.reshape(self.shape), np.broadcast_to(tolerance, expected.shape).reshape(self.shape)
-
-    def with_output(self, output: str) -> "Step":
-        from dataclasses import replace
-
-        return replace(self, output=output)
 
 
 def _task(file: str, function: str, sizes: Mapping[str, object], constants: Mapping[str, object]) -> ProgramTask:
@@ -93,17 +106,36 @@ def conv(name: str, op: str, x: str, x_shape, w: np.ndarray, b: np.ndarray | Non
                  "biases": np.zeros(k, np.float32) if b is None else np.ascontiguousarray(b, np.float32)}
     reads = (("input", x),)
     if residual is not None:
-        function, file = "conv2dAddClip", "operators.lift"
+        function, file = "conv2dAddClip", "programs/conv2d_add_clip.lift"
         sizes.update(outHeight=out_h, outWidth=out_w)
         constants.update(_bounds(clamp))
         reads += (("residual", residual),)
     elif tuple(clamp) != UNBOUNDED:
-        function, file = "conv2dClip", "operators.lift"
+        function, file = "conv2dClip", "programs/conv2d_clip.lift"
         constants.update(_bounds(clamp))
     else:
         function, file = "conv2d", "conv2d.lift"
+    alternatives = ()
+    if residual is None:
+        alternatives = _winograd(make_layer((c, h, wd), (int(k), int(kh), int(kw)), tuple(stride), tuple(padding), n,
+                                            dilation=tuple(dilation), groups=int(groups)), clamp, constants)
     return Step(name, op, _task(file, function, sizes, constants), reads, output, (n, int(k), out_h, out_w),
-                constants)
+                constants, alternatives)
+
+
+def _winograd(layer, clamp, constants) -> tuple:
+    """The step's Winograd program where F(2x2, 3x3) applies: conv2d_winograd.lift's (the task a layer of
+    :mod:`liftpy.nn` tunes), or with a clamp ``programs/conv2d_winograd_clip.lift``'s."""
+    from . import winograd
+
+    if not winograd.applies(layer):
+        return ()
+    extra = winograd.transforms()
+    task = winograd.winograd_task(layer)
+    if tuple(clamp) != UNBOUNDED:
+        task = _task("programs/conv2d_winograd_clip.lift", "conv2dWinogradClip", task.size_map,
+                     {**constants, **extra})
+    return ((WINOGRAD, task, extra),)
 
 
 def max_pool(name: str, x: str, x_shape, output: str, window, stride, padding) -> Step:
@@ -112,7 +144,7 @@ def max_pool(name: str, x: str, x_shape, output: str, window, stride, padding) -
     n, c, h, w = (int(v) for v in x_shape)
     out_h, out_w = output_size(h, w, window[0], window[1], tuple(stride), tuple(padding), (1, 1))
     sizes = dict(N=n, C=c, H=h, W=w, poolSize=tuple(window), padSize=tuple(padding), stride=tuple(stride))
-    return Step(name, "MaxPool", _task("operators.lift", "maxPool2d", sizes, {}), (("input", x),), output,
+    return Step(name, "MaxPool", _task("programs/max_pool.lift", "maxPool2d", sizes, {}), (("input", x),), output,
                 (n, c, out_h, out_w))
 
 
@@ -122,14 +154,14 @@ def avg_pool(name: str, x: str, x_shape, output: str, window, stride, padding) -
     out_h, out_w = output_size(h, w, window[0], window[1], tuple(stride), tuple(padding), (1, 1))
     sizes = dict(N=n, C=c, H=h, W=w, poolSize=tuple(window), padSize=tuple(padding), stride=tuple(stride))
     constants = {"scale": np.float32(1.0 / (window[0] * window[1]))}
-    return Step(name, "AveragePool", _task("operators.lift", "avgPool2d", sizes, constants), (("input", x),),
+    return Step(name, "AveragePool", _task("programs/avg_pool.lift", "avgPool2d", sizes, constants), (("input", x),),
                 output, (n, c, out_h, out_w), constants)
 
 
 def global_avg_pool(name: str, x: str, x_shape, output: str) -> Step:
     n, c, h, w = (int(v) for v in x_shape)
     constants = {"scale": np.float32(1.0 / (h * w))}
-    return Step(name, "GlobalAveragePool", _task("operators.lift", "globalAvgPool", dict(N=n, C=c, H=h, W=w),
+    return Step(name, "GlobalAveragePool", _task("programs/global_avg_pool.lift", "globalAvgPool", dict(N=n, C=c, H=h, W=w),
                                                  constants), (("input", x),), output, (n, c, 1, 1), constants)
 
 
@@ -141,21 +173,21 @@ def gemm(name: str, op: str, a: str, a_shape, weights: np.ndarray, biases: np.nd
     constants = {"weights": np.ascontiguousarray(weights, np.float32),
                  "biases": np.zeros(m, np.float32) if biases is None else np.ascontiguousarray(biases, np.float32),
                  **_bounds(clamp)}
-    return Step(name, op, _task("operators.lift", "gemmClip", dict(n=n, k=k, m=m), constants), (("a", a),), output,
+    return Step(name, op, _task("programs/gemm_clip.lift", "gemmClip", dict(n=n, k=k, m=m), constants), (("a", a),), output,
                 (n, m), constants)
 
 
 def clip(name: str, op: str, x: str, shape, output: str, clamp) -> Step:
     constants = _bounds(clamp)
     n = int(np.prod(shape))
-    return Step(name, op, _task("operators.lift", "clip", dict(n=n), constants), (("input", x),), output,
+    return Step(name, op, _task("programs/clip.lift", "clip", dict(n=n), constants), (("input", x),), output,
                 tuple(shape), constants)
 
 
 def add(name: str, op: str, a: str, b: str, shape, output: str, clamp=UNBOUNDED) -> Step:
     constants = _bounds(clamp)
     n = int(np.prod(shape))
-    return Step(name, op, _task("operators.lift", "addClip", dict(n=n), constants), (("a", a), ("b", b)), output,
+    return Step(name, op, _task("programs/add_clip.lift", "addClip", dict(n=n), constants), (("a", a), ("b", b)), output,
                 tuple(shape), constants)
 
 
@@ -165,7 +197,7 @@ def scale_shift(name: str, op: str, x: str, x_shape, scale: np.ndarray, shift: n
     n, c, h, w = (int(v) for v in x_shape)
     constants = {"scale": np.ascontiguousarray(scale, np.float32), "shift": np.ascontiguousarray(shift, np.float32),
                  **_bounds(clamp)}
-    return Step(name, op, _task("operators.lift", "scaleShiftClip", dict(N=n, C=c, H=h, W=w), constants),
+    return Step(name, op, _task("programs/scale_shift_clip.lift", "scaleShiftClip", dict(N=n, C=c, H=h, W=w), constants),
                 (("input", x),), output, (n, c, h, w), constants)
 
 
@@ -173,14 +205,14 @@ def concat(name: str, a: str, a_shape, b: str, b_shape, output: str) -> Step:
     """Two NCHW tensors joined along the channels."""
     n, c1, h, w = (int(v) for v in a_shape)
     c2 = int(b_shape[1])
-    return Step(name, "Concat", _task("operators.lift", "concat2", dict(N=n, C1=c1, C2=c2, H=h, W=w), {}),
+    return Step(name, "Concat", _task("programs/concat.lift", "concat2", dict(N=n, C1=c1, C2=c2, H=h, W=w), {}),
                 (("a", a), ("b", b)), output, (n, c1 + c2, h, w))
 
 
 def softmax(name: str, x: str, shape, output: str) -> Step:
     """Softmax along the last axis of a matrix (rows x columns)."""
     n, m = (int(v) for v in shape)
-    return Step(name, "Softmax", _task("operators.lift", "softmax", dict(n=n, m=m), {}), (("input", x),), output,
+    return Step(name, "Softmax", _task("programs/softmax.lift", "softmax", dict(n=n, m=m), {}), (("input", x),), output,
                 (n, m))
 
 
@@ -289,5 +321,5 @@ _REFERENCES = {"conv2d": _conv_reference, "conv2dClip": _conv_reference, "conv2d
                "globalAvgPool": _global_avg_pool_reference, "gemmClip": _gemm_reference, "clip": _clip_reference,
                "addClip": _add_reference, "scaleShiftClip": _scale_shift_reference, "concat2": _concat_reference, "softmax": _softmax_reference}
 
-__all__ = ["Step", "UNBOUNDED", "conv", "max_pool", "avg_pool", "global_avg_pool", "gemm", "clip", "add",
+__all__ = ["Step", "UNBOUNDED", "DIRECT", "WINOGRAD", "conv", "max_pool", "avg_pool", "global_avg_pool", "gemm", "clip", "add",
            "scale_shift", "concat", "softmax"]

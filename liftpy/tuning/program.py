@@ -195,12 +195,17 @@ def naive_program(task: ProgramTask):
 
 
 def reduced_sizes(task: ProgramTask, target: int = 6) -> dict[str, object]:
-    """The task's sizes, each integer size shrunk towards ``target`` as far as the program still type-checks:
-    where the naive lowering is checked against the interpreter in seconds."""
+    """The task's sizes, each integer size shrunk towards ``target`` as far as the program still type-checks and
+    keeps its levels of one element (:func:`~liftpy.rewrite.route.unit_levels`): where the naive lowering --
+    made for the task's sizes, those levels sequential -- is checked against the interpreter in seconds. (A
+    depthwise layer's groups shrunk to fewer made its one kernel a group several, a sequential loop around a
+    parallel map that the code generator refuses.)"""
+    from ..rewrite.route import unit_levels
     from ..typecheck import typecheck
 
     program = task.load()
     sizes = task.size_map
+    units = unit_levels(program.only(task.function), sizes, task.function)
     for name, value in task.sizes:
         if not isinstance(value, int) or value <= target:
             continue
@@ -211,6 +216,8 @@ def reduced_sizes(task: ProgramTask, target: int = 6) -> dict[str, object]:
             try:
                 typecheck(program, trial)
             except LiftError:  # a size the program's constraints refuse: try the next
+                continue
+            if unit_levels(program.only(task.function), trial, task.function) != units:
                 continue
             sizes = trial
             break
