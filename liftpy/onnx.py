@@ -213,7 +213,10 @@ class _Reader:
         if len(shape) != 4:
             self.fail(node, f"only 2-D convolutions of NCHW tensors are supported (its input is {len(shape)}-D)")
         w = self.constant(node, node.input[1], "weights").astype(np.float32)
-        b = self.constant(node, node.input[2], "bias").astype(np.float32) if len(node.input) > 2 and node.input[2] else None
+        if w.ndim != 4:
+            self.fail(node, f"its weights have shape {list(w.shape)}; a 2-D convolution's are K x C/group x kh x kw")
+        has_bias = len(node.input) > 2 and node.input[2]
+        b = self.constant(node, node.input[2], "bias").astype(np.float32) if has_bias else None
         kh, kw = w.shape[2:]
         if "kernel_shape" in a and tuple(a["kernel_shape"]) != (kh, kw):
             self.fail(node, f"kernel_shape {a['kernel_shape']} differs from the weights' {kh}x{kw}")
@@ -495,6 +498,12 @@ class _Reader:
         return tensor
 
     def step(self, p: _Pending) -> ops.Step:
+        try:
+            return self._step(p)
+        except InputError as e:  # sizes the operator's program refuses (groups not dividing the kernels...)
+            raise InputError(f"node {p.names[0]!r} ({'+'.join(p.ops)}): {e.message}") from None
+
+    def _step(self, p: _Pending) -> ops.Step:
         name, op, a = "+".join(p.names), "+".join(p.ops), p.args
         if p.kind == "step":
             return a["step"]

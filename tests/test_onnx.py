@@ -297,3 +297,11 @@ def test_a_convolution_runs_winograds_program_where_the_database_has_it_faster(t
     x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)
     assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
     assert "winograd" in "\n".join(prepared.report({"x": x}, calls=1))
+
+
+def test_groups_that_do_not_divide_the_kernels_are_refused_naming_the_node():
+    b = Builder()
+    w = b.constant("w", np.ones((3, 2, 1, 1)))
+    b.nodes.append(helper.make_node("Conv", ["x", w], ["y"], name="Conv_3", kernel_shape=[1, 1], group=2))
+    message = refused(b.model({"x": [1, 4, 2, 2]}, {"y": [1, 3, 2, 2]}))
+    assert message.startswith("error: node 'Conv_3' (Conv): groups (2) must divide")

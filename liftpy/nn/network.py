@@ -85,10 +85,11 @@ class Network:
         return self.run({next(iter(self.inputs)): x})[self.outputs[0]]
 
     def run(self, feeds: Mapping[str, object]) -> dict[str, np.ndarray]:
-        """Run on ``feeds`` (input name -> array); every output by name."""
+        """Run on ``feeds`` (input name -> array); every output by name. Prepared at the first call on the
+        default device, with the database :meth:`tune` last wrote (else the user's)."""
         prepared = self.__dict__.get("_prepared")
         if prepared is None:
-            prepared = self.prepare()
+            prepared = self.prepare(db=self.__dict__.get("_tuned_in"))
             object.__setattr__(self, "_prepared", prepared)
         return prepared.run(feeds)
 
@@ -96,8 +97,8 @@ class Network:
     def tune(self, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, **options) -> list:
         """Tune the network's distinct steps' programs (:meth:`groups`) with one budget of ``trials`` trials in
         all, which the task scheduler gives where the network's time gains the most (each weighted by how often
-        it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next :meth:`prepare` (and a
-        prepared network made before, at its next :meth:`prepare`) with the same ``db`` runs them."""
+        it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next call
+        (and :meth:`prepare` with the same ``db``) runs them."""
         from ..tuning import tune_groups
 
         groups = self.groups()
@@ -106,6 +107,7 @@ class Network:
         bests = tune_groups([list(programs) for programs, _ in groups], trials, db, device, seed,
                             weights=[count for _, count in groups], **options)
         self.__dict__.pop("_prepared", None)
+        object.__setattr__(self, "_tuned_in", db)
         return bests
 
 
@@ -174,7 +176,6 @@ class PreparedNetwork:
         self.checked = not check
         self.bests = _bests(network, self.device_name, db)
         self.programs = []
-        self.compile_s = 0.0
         spaces: dict = {}
         start = time.perf_counter()
         for step in network.steps:
@@ -292,7 +293,8 @@ class PreparedNetwork:
         return written
 
     def _run(self, hosts, plan: MemoryPlan, buffers, profile: bool, every: bool = False) -> dict[str, np.ndarray]:
-        from ..runtime import DeviceError, _cl, _event_ms
+        from ..errors import DeviceError
+        from ..runtime import _cl, _event_ms
 
         cl = _cl()
         network = self.network
