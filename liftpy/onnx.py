@@ -382,6 +382,8 @@ class _Reader:
         if len(shape) != 2:
             self.fail(node, f"its input is {len(shape)}-D; Gemm multiplies matrices")
         b = self.constant(node, node.input[1], "weights").astype(np.float64)
+        if b.ndim != 2:
+            self.fail(node, f"its weights have shape {list(b.shape)}; Gemm multiplies by a matrix")
         weights = b if a.get("transB", 0) else b.T
         weights = weights * float(a.get("alpha", 1.0))
         bias = None
@@ -398,6 +400,8 @@ class _Reader:
         if len(shape) != 2:
             self.fail(node, f"its input is {len(shape)}-D; liftpy multiplies matrices")
         b = self.constant(node, node.input[1], "second operand").astype(np.float64)
+        if b.ndim != 2:
+            self.fail(node, f"its second operand has shape {list(b.shape)}; liftpy multiplies by a matrix")
         self.open_gemm(node, index, x, shape, b.T, None)
 
     def open_gemm(self, node, index, x, shape, weights, bias):
