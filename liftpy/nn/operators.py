@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from ..tuning import ProgramTask
-from .conv import make_layer
+from .conv import DIRECT, WINOGRAD, make_layer  # a step's algorithms, a layer's
 from .reference import FLOAT32_UNIT_ROUNDOFF, conv2d_reference, conv2d_tolerance, output_size
 
 #: no clamp: the bounds of an operator without an activation
@@ -26,9 +26,6 @@ UNBOUNDED = (-np.inf, np.inf)
 
 #: the lowest float: what max pooling pads with (the program's literal)
 LOWEST = -3.402823e38
-
-#: a step's algorithms: its direct program, and Winograd's F(2x2, 3x3) for a 3x3 convolution of stride 1
-DIRECT, WINOGRAD = "direct", "winograd"
 
 
 def _library(name: str) -> str:
