@@ -54,7 +54,8 @@ def load(path, batch: int | None = None, fuse_residual: bool = FUSE_RESIDUAL) ->
     try:
         model = onnx.load(str(path))
     except Exception as e:  # protobuf's DecodeError, and anything else a file that is not ONNX raises
-        raise InputError(f"{path}: not an ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'unreadable'})") from None
+        said = str(e).splitlines()[0] if str(e) else "unreadable"
+        raise InputError(f"{path}: not an ONNX model ({type(e).__name__}: {said})") from None
     if not model.graph.node:
         raise InputError(f"{path}: not an ONNX model (no graph nodes)")
     return from_model(model, batch, name=path.stem, fuse_residual=fuse_residual)
@@ -183,6 +184,15 @@ class _Reader:
             self.fail(node, f"reads {tensor!r}, which no node before it computes")
         return tensor
 
+    def activation_of_rank(self, node, rank: int, what: str) -> tuple[str, tuple[int, ...]]:
+        """The node's first input (an activation) and its shape, refused unless it has ``rank`` dimensions:
+        ``what`` says what the operator takes."""
+        x = self.activation(node, node.input[0])
+        shape = self.shape(node, x)
+        if len(shape) != rank:
+            self.fail(node, f"{what} (its input is {len(shape)}-D)")
+        return x, shape
+
     def sole_reader(self, tensor: str) -> _Pending | None:
         """The open step computing ``tensor`` if this node is its only reader and no output is it."""
         found = self.pending.get(tensor)
@@ -208,10 +218,7 @@ class _Reader:
 
     def _conv(self, node, index):
         a = _attributes(node)
-        x = self.activation(node, node.input[0])
-        shape = self.shape(node, x)
-        if len(shape) != 4:
-            self.fail(node, f"only 2-D convolutions of NCHW tensors are supported (its input is {len(shape)}-D)")
+        x, shape = self.activation_of_rank(node, 4, "only 2-D convolutions of NCHW tensors are supported")
         w = self.constant(node, node.input[1], "weights").astype(np.float32)
         if w.ndim != 4:
             self.fail(node, f"its weights have shape {list(w.shape)}; a 2-D convolution's are K x C/group x kh x kw")
@@ -254,7 +261,7 @@ class _Reader:
             self.fail(node, "training_mode=1 is not supported (liftpy runs inference)")
         if len(node.output) > 1 and any(node.output[1:]):
             self.fail(node, "its running mean and variance outputs are not supported")
-        x = self.activation(node, node.input[0])
+        x, shape = self.activation_of_rank(node, 4, "only NCHW tensors are supported")
         gamma, beta, mean, var = (self.constant(node, t, what).astype(np.float64) for t, what in
                                   zip(node.input[1:5], ("scale", "bias", "mean", "variance")))
         scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
@@ -267,9 +274,6 @@ class _Reader:
             producer.args["b"] = ((0 if b is None else b) * scale + shift).astype(np.float32)
             self.merge(producer, node, "BatchNormalization")
             return
-        shape = self.shape(node, x)
-        if len(shape) != 4:
-            self.fail(node, f"only NCHW tensors are supported (its input is {len(shape)}-D)")
         self.notes.append(f"{_label(node)} (BatchNormalization) has no convolution of its own before it: it runs "
                           "as a per-channel scale and shift")
         self.open(_Pending("scale_shift", [_label(node)], ["BatchNormalization"], node.output[0],
@@ -333,10 +337,7 @@ class _Reader:
 
     def pool(self, node, index, kind: str) -> None:
         a = _attributes(node)
-        x = self.activation(node, node.input[0])
-        shape = self.shape(node, x)
-        if len(shape) != 4:
-            self.fail(node, f"only 2-D pooling of NCHW tensors is supported (its input is {len(shape)}-D)")
+        x, shape = self.activation_of_rank(node, 4, "only 2-D pooling of NCHW tensors is supported")
         window = tuple(a["kernel_shape"])
         stride = tuple(a.get("strides", (1, 1)))
         if tuple(a.get("dilations", (1, 1))) != (1, 1):
@@ -367,20 +368,14 @@ class _Reader:
         return top, bottom + extra[0], left, right + extra[1]
 
     def _globalaveragepool(self, node, index):
-        x = self.activation(node, node.input[0])
-        shape = self.shape(node, x)
-        if len(shape) != 4:
-            self.fail(node, f"only NCHW tensors are supported (its input is {len(shape)}-D)")
+        x, shape = self.activation_of_rank(node, 4, "only NCHW tensors are supported")
         self.close(ops.global_avg_pool(_label(node), x, shape, node.output[0]), index)
 
     def _gemm(self, node, index):
         a = _attributes(node)
         if a.get("transA", 0):
             self.fail(node, "transA=1 is not supported")
-        x = self.activation(node, node.input[0])
-        shape = self.shape(node, x)
-        if len(shape) != 2:
-            self.fail(node, f"its input is {len(shape)}-D; Gemm multiplies matrices")
+        x, shape = self.activation_of_rank(node, 2, "Gemm multiplies matrices")
         b = self.constant(node, node.input[1], "weights").astype(np.float64)
         if b.ndim != 2:
             self.fail(node, f"its weights have shape {list(b.shape)}; Gemm multiplies by a matrix")
@@ -395,10 +390,7 @@ class _Reader:
         self.open_gemm(node, index, x, shape, weights, bias)
 
     def _matmul(self, node, index):
-        x = self.activation(node, node.input[0])
-        shape = self.shape(node, x)
-        if len(shape) != 2:
-            self.fail(node, f"its input is {len(shape)}-D; liftpy multiplies matrices")
+        x, shape = self.activation_of_rank(node, 2, "liftpy multiplies matrices")
         b = self.constant(node, node.input[1], "second operand").astype(np.float64)
         if b.ndim != 2:
             self.fail(node, f"its second operand has shape {list(b.shape)}; liftpy multiplies by a matrix")

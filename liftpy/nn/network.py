@@ -335,7 +335,7 @@ class PreparedNetwork:
         values = {name: host.reshape(network.shapes[name]) for name, host in hosts.items()}
         values.update(self._run(hosts, plan, buffers, profile=False, every=True))
         for step in network.steps:
-            inputs = {param: _as_program_input(step, _read(values, network, tensor)) for param, tensor in step.reads}
+            inputs = {param: _read(values, network, tensor) for param, tensor in step.reads}
             expected, tolerance = step.expected(inputs)
             got = values[step.output].astype(np.float64).reshape(step.shape)
             wrong = kinds_differ(got, expected)
@@ -356,17 +356,6 @@ def _read(values: Mapping[str, np.ndarray], network: Network, tensor: str) -> np
     if tensor in values:
         return values[tensor]
     return values[network.root(tensor)].reshape(network.shapes[tensor])
-
-
-def _as_program_input(step: Step, value: np.ndarray) -> np.ndarray:
-    """An activation in the shape the step's reference reads: a flat program's (clip, add) the tensor's own."""
-    if step.function in ("clip", "addClip"):
-        return value.reshape(step.shape)
-    if step.function == "gemmClip":
-        return value.reshape(step.sizes["n"], step.sizes["k"])
-    if step.function == "softmax":
-        return value.reshape(step.sizes["n"], step.sizes["m"])
-    return value
 
 
 def _inputs(network: Network, feeds: Mapping[str, object]) -> dict[str, np.ndarray]:

@@ -71,7 +71,7 @@ class Step:
 
     def expected(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The float64 reference of the output (of ``shape``) for the program's activation inputs (by the
-        program's names), and the tolerance of each element."""
+        program's names, each a tensor in its own shape), and the tolerance of each element."""
         values = {**{k: np.asarray(v, np.float64) for k, v in self.constants.items()},
                   **{k: np.asarray(v, np.float64) for k, v in inputs.items()}}
         expected, tolerance = _REFERENCES[self.function](values, self.sizes)
@@ -80,6 +80,14 @@ class Step:
 
 def _task(file: str, function: str, sizes: Mapping[str, object], constants: Mapping[str, object]) -> ProgramTask:
     return ProgramTask(_library(file), tuple(sorted(sizes.items())), function, tuple(sorted(constants)))
+
+
+def _step(name: str, op: str, program: str, function: str, sizes: Mapping[str, object], reads, output: str,
+          shape, constants: Mapping[str, object] | None = None) -> Step:
+    """A step of ``programs/<program>.lift``'s ``function`` at ``sizes``."""
+    constants = dict(constants or {})
+    return Step(name, op, _task(f"programs/{program}.lift", function, sizes, constants), tuple(reads), output,
+                tuple(shape), constants)
 
 
 def _bounds(clamp) -> dict[str, np.float32]:
@@ -141,8 +149,7 @@ def max_pool(name: str, x: str, x_shape, output: str, window, stride, padding) -
     n, c, h, w = (int(v) for v in x_shape)
     out_h, out_w = output_size(h, w, window[0], window[1], tuple(stride), tuple(padding), (1, 1))
     sizes = dict(N=n, C=c, H=h, W=w, poolSize=tuple(window), padSize=tuple(padding), stride=tuple(stride))
-    return Step(name, "MaxPool", _task("programs/max_pool.lift", "maxPool2d", sizes, {}), (("input", x),), output,
-                (n, c, out_h, out_w))
+    return _step(name, "MaxPool", "max_pool", "maxPool2d", sizes, [("input", x)], output, (n, c, out_h, out_w))
 
 
 def avg_pool(name: str, x: str, x_shape, output: str, window, stride, padding) -> Step:
@@ -151,15 +158,15 @@ def avg_pool(name: str, x: str, x_shape, output: str, window, stride, padding) -
     out_h, out_w = output_size(h, w, window[0], window[1], tuple(stride), tuple(padding), (1, 1))
     sizes = dict(N=n, C=c, H=h, W=w, poolSize=tuple(window), padSize=tuple(padding), stride=tuple(stride))
     constants = {"scale": np.float32(1.0 / (window[0] * window[1]))}
-    return Step(name, "AveragePool", _task("programs/avg_pool.lift", "avgPool2d", sizes, constants), (("input", x),),
-                output, (n, c, out_h, out_w), constants)
+    return _step(name, "AveragePool", "avg_pool", "avgPool2d", sizes, [("input", x)], output, (n, c, out_h, out_w),
+                 constants)
 
 
 def global_avg_pool(name: str, x: str, x_shape, output: str) -> Step:
     n, c, h, w = (int(v) for v in x_shape)
     constants = {"scale": np.float32(1.0 / (h * w))}
-    return Step(name, "GlobalAveragePool", _task("programs/global_avg_pool.lift", "globalAvgPool", dict(N=n, C=c, H=h, W=w),
-                                                 constants), (("input", x),), output, (n, c, 1, 1), constants)
+    return _step(name, "GlobalAveragePool", "global_avg_pool", "globalAvgPool", dict(N=n, C=c, H=h, W=w),
+                 [("input", x)], output, (n, c, 1, 1), constants)
 
 
 def gemm(name: str, op: str, a: str, a_shape, weights: np.ndarray, biases: np.ndarray | None, output: str,
@@ -170,22 +177,19 @@ def gemm(name: str, op: str, a: str, a_shape, weights: np.ndarray, biases: np.nd
     constants = {"weights": np.ascontiguousarray(weights, np.float32),
                  "biases": np.zeros(m, np.float32) if biases is None else np.ascontiguousarray(biases, np.float32),
                  **_bounds(clamp)}
-    return Step(name, op, _task("programs/gemm_clip.lift", "gemmClip", dict(n=n, k=k, m=m), constants), (("a", a),), output,
-                (n, m), constants)
+    return _step(name, op, "gemm_clip", "gemmClip", dict(n=n, k=k, m=m), [("a", a)], output, (n, m), constants)
 
 
 def clip(name: str, op: str, x: str, shape, output: str, clamp) -> Step:
     constants = _bounds(clamp)
     n = int(np.prod(shape))
-    return Step(name, op, _task("programs/clip.lift", "clip", dict(n=n), constants), (("input", x),), output,
-                tuple(shape), constants)
+    return _step(name, op, "clip", "clip", dict(n=n), [("input", x)], output, shape, constants)
 
 
 def add(name: str, op: str, a: str, b: str, shape, output: str, clamp=UNBOUNDED) -> Step:
     constants = _bounds(clamp)
     n = int(np.prod(shape))
-    return Step(name, op, _task("programs/add_clip.lift", "addClip", dict(n=n), constants), (("a", a), ("b", b)), output,
-                tuple(shape), constants)
+    return _step(name, op, "add_clip", "addClip", dict(n=n), [("a", a), ("b", b)], output, shape, constants)
 
 
 def scale_shift(name: str, op: str, x: str, x_shape, scale: np.ndarray, shift: np.ndarray, output: str,
@@ -194,23 +198,22 @@ def scale_shift(name: str, op: str, x: str, x_shape, scale: np.ndarray, shift: n
     n, c, h, w = (int(v) for v in x_shape)
     constants = {"scale": np.ascontiguousarray(scale, np.float32), "shift": np.ascontiguousarray(shift, np.float32),
                  **_bounds(clamp)}
-    return Step(name, op, _task("programs/scale_shift_clip.lift", "scaleShiftClip", dict(N=n, C=c, H=h, W=w), constants),
-                (("input", x),), output, (n, c, h, w), constants)
+    return _step(name, op, "scale_shift_clip", "scaleShiftClip", dict(N=n, C=c, H=h, W=w), [("input", x)], output,
+                 (n, c, h, w), constants)
 
 
 def concat(name: str, a: str, a_shape, b: str, b_shape, output: str) -> Step:
     """Two NCHW tensors joined along the channels."""
     n, c1, h, w = (int(v) for v in a_shape)
     c2 = int(b_shape[1])
-    return Step(name, "Concat", _task("programs/concat.lift", "concat2", dict(N=n, C1=c1, C2=c2, H=h, W=w), {}),
-                (("a", a), ("b", b)), output, (n, c1 + c2, h, w))
+    return _step(name, "Concat", "concat", "concat2", dict(N=n, C1=c1, C2=c2, H=h, W=w), [("a", a), ("b", b)], output,
+                 (n, c1 + c2, h, w))
 
 
 def softmax(name: str, x: str, shape, output: str) -> Step:
     """Softmax along the last axis of a matrix (rows x columns)."""
     n, m = (int(v) for v in shape)
-    return Step(name, "Softmax", _task("programs/softmax.lift", "softmax", dict(n=n, m=m), {}), (("input", x),), output,
-                (n, m))
+    return _step(name, "Softmax", "softmax", "softmax", dict(n=n, m=m), [("input", x)], output, (n, m))
 
 
 # ------------------------------------------------------------------------------------------------ references
@@ -274,7 +277,7 @@ def _global_avg_pool_reference(v, s):
 
 
 def _gemm_reference(v, s):
-    a, w, b = v["a"], v["weights"], v["biases"]
+    a, w, b = v["a"].reshape(s["n"], s["k"]), v["weights"], v["biases"]  # a flattened tensor's rows
     value = a @ w.T + b
     tolerance = _gamma(a.shape[1] + 1) * (_finite_abs(a) @ _finite_abs(w).T + _finite_abs(b)) + 2.0 ** -126 * a.shape[1]
     return _clamped(value, tolerance, v)
@@ -304,7 +307,7 @@ def _concat_reference(v, s):
 def _softmax_reference(v, s):
     """Each value's error relative to it: the difference x - max rounded (u·|x - max| in the exponent), exp's
     (OpenCL allows 3 ulp: 6u), the row's sum of positive terms (γ_m) and the division (u)."""
-    x = v["input"]
+    x = v["input"].reshape(s["n"], s["m"])  # the tensor as the program's matrix
     top = np.max(np.where(np.isnan(x), -np.inf, x), axis=1, keepdims=True)
     e = np.exp(x - top)
     value = e / e.sum(axis=1, keepdims=True)
@@ -316,7 +319,8 @@ def _softmax_reference(v, s):
 _REFERENCES = {"conv2d": _conv_reference, "conv2dClip": _conv_reference, "conv2dAddClip": _conv_reference,
                "maxPool2d": _max_pool_reference, "avgPool2d": _avg_pool_reference,
                "globalAvgPool": _global_avg_pool_reference, "gemmClip": _gemm_reference, "clip": _clip_reference,
-               "addClip": _add_reference, "scaleShiftClip": _scale_shift_reference, "concat2": _concat_reference, "softmax": _softmax_reference}
+               "addClip": _add_reference, "scaleShiftClip": _scale_shift_reference, "concat2": _concat_reference,
+               "softmax": _softmax_reference}
 
-__all__ = ["Step", "UNBOUNDED", "DIRECT", "WINOGRAD", "conv", "max_pool", "avg_pool", "global_avg_pool", "gemm", "clip", "add",
-           "scale_shift", "concat", "softmax"]
+__all__ = ["Step", "UNBOUNDED", "DIRECT", "WINOGRAD", "conv", "max_pool", "avg_pool", "global_avg_pool", "gemm",
+           "clip", "add", "scale_shift", "concat", "softmax"]
