@@ -39,7 +39,8 @@ def _onnx():
 
 #: whether a residual Add joins the convolution computing one of its operands by default: the route's space of
 #: that program (conv2dAddClip: the windows zipped with the residual's rows) has no register blocking and no
-#: vectors, and its default ran ResNet-18's 3x3 layers 20-30x slower than a convolution's and a separate sum
+#: vectors -- blockReductions needs an epilogue that does not read the element -- so it runs far slower than a
+#: convolution and a separate sum (benchmarks/results/networks-a938e3e-zen3.txt)
 FUSE_RESIDUAL = False
 
 
