@@ -501,8 +501,16 @@ class Poly(Expr):
 # Polynomial arithmetic on the ``_terms`` representation
 
 
+_MONO_KEYS: dict = {}  # monomial -> its key: the same monomials recur in every expression of a kernel
+
+
 def _mono_key(m: Monomial) -> tuple:
-    return tuple((a._key, e) for a, e in m)
+    key = _MONO_KEYS.get(m)
+    if key is None:
+        if len(_MONO_KEYS) >= 1 << 16:
+            _MONO_KEYS.clear()
+        key = _MONO_KEYS[m] = tuple((a._key, e) for a, e in m)
+    return key
 
 
 def _mono_mul(m1: Monomial, m2: Monomial) -> Monomial:
@@ -581,6 +589,22 @@ def _recombine_div_mod(terms: dict) -> list:
     return [(m, c) for m, c in terms.items() if c]
 
 
+_RESULTS: dict = {}  # (operation, a, b) -> result: a kernel's index arithmetic repeats the same operations
+
+
+def _cached(op, a: Expr, b: Expr) -> Expr:
+    """``op(a, b)`` for a pure operation on expressions in normal form, remembered (most operations the code
+    generator asks for were asked before: every step of an unrolled block, every candidate of a space)."""
+    key = (op, a, b)
+    out = _RESULTS.get(key)
+    if out is None:
+        out = op(a, b)
+        if len(_RESULTS) >= 1 << 17:
+            _RESULTS.clear()
+        _RESULTS[key] = out
+    return out
+
+
 def _add(a: Expr, b: Expr) -> Expr:
     if isinstance(a, Const):
         if isinstance(b, Const):
@@ -589,6 +613,10 @@ def _add(a: Expr, b: Expr) -> Expr:
             return b
     elif isinstance(b, Const) and b.value == 0:
         return a
+    return _cached(_add_terms, a, b)
+
+
+def _add_terms(a: Expr, b: Expr) -> Expr:
     terms = dict(a._terms)
     for m, c in b._terms:
         terms[m] = terms.get(m, 0) + c
@@ -613,6 +641,10 @@ def _mul(a: Expr, b: Expr) -> Expr:
         return _scale(b, a.value)
     if isinstance(b, Const):
         return _scale(a, b.value)
+    return _cached(_mul_terms, a, b)
+
+
+def _mul_terms(a: Expr, b: Expr) -> Expr:
     terms: dict = {}
     for m1, c1 in a._terms:
         for m2, c2 in b._terms:
@@ -680,14 +712,19 @@ def _subs(e: Expr, by_name, by_var, touched, memo) -> Expr:
             lo = None if r.lo is None else _subs(r.lo, by_name, by_var, touched, memo)
             hi = None if r.hi is None else _subs(r.hi, by_name, by_var, touched, memo)
             out = Var(e.name, Range(lo, hi))
-    elif isinstance(e, Poly):
-        total: Expr = ZERO
+    elif isinstance(e, Poly):  # the terms' products summed in one dictionary, normalised once
+        terms: dict = {}
         for m, c in e.terms:
+            new = [(_subs(a, by_name, by_var, touched, memo), x) for a, x in m]
+            if all(b is a for (a, _), (b, _) in zip(m, new)):  # a monomial the mapping does not touch
+                terms[m] = terms.get(m, 0) + c
+                continue
             term: Expr = Const(c)
-            for a, x in m:
-                term = _mul(term, _subs(a, by_name, by_var, touched, memo) ** x)
-            total = _add(total, term)
-        out = total
+            for b, x in new:
+                term = _mul(term, b ** x)
+            for tm, tc in term._terms:
+                terms[tm] = terms.get(tm, 0) + tc
+        out = _from_terms(terms)
     else:
         a, b = (_subs(o, by_name, by_var, touched, memo) for o in e.operands())
         out = {FloorDiv: floor_div, Mod: mod, Min: min_, Max: max_}[type(e)](a, b)
@@ -823,7 +860,10 @@ def _atom_plus_const(x: Expr, cls) -> tuple[Expr | None, int]:
 
 def floor_div(p: IntOrExpr, q: IntOrExpr) -> Expr:
     """``p // q`` with floor semantics, simplified as the module docstring describes."""
-    p, q = as_expr(p), as_expr(q)
+    return _cached(_floor_div, as_expr(p), as_expr(q))
+
+
+def _floor_div(p: Expr, q: Expr) -> Expr:
     if isinstance(q, Const):
         if q.value == 0:
             raise ArithError(f"division by zero: ({p}) / 0")
@@ -862,7 +902,10 @@ def _floor_div_atom(x: Expr, q: Expr) -> Expr:
 
 def mod(p: IntOrExpr, q: IntOrExpr) -> Expr:
     """``p % q`` with floor semantics (the sign of ``q``), simplified as the module docstring describes."""
-    p, q = as_expr(p), as_expr(q)
+    return _cached(_mod, as_expr(p), as_expr(q))
+
+
+def _mod(p: Expr, q: Expr) -> Expr:
     if isinstance(q, Const):
         if q.value == 0:
             raise ArithError(f"modulo by zero: ({p}) % 0")
@@ -913,7 +956,10 @@ def _strip_inner_mods(x: Expr, q: Expr) -> Expr:
 
 def min_(a: IntOrExpr, b: IntOrExpr) -> Expr:
     """``min(a, b)``: folded when decidable from the ranges, else a ``Min`` atom with sorted operands."""
-    a, b = as_expr(a), as_expr(b)
+    return _cached(_min, as_expr(a), as_expr(b))
+
+
+def _min(a: Expr, b: Expr) -> Expr:
     if isinstance(a, Const) and isinstance(b, Const):
         return a if a.value <= b.value else b
     if a == b or _ranges.prove_nonneg(b - a):
@@ -927,7 +973,10 @@ def min_(a: IntOrExpr, b: IntOrExpr) -> Expr:
 
 def max_(a: IntOrExpr, b: IntOrExpr) -> Expr:
     """``max(a, b)``: folded when decidable from the ranges, else a ``Max`` atom with sorted operands."""
-    a, b = as_expr(a), as_expr(b)
+    return _cached(_max, as_expr(a), as_expr(b))
+
+
+def _max(a: Expr, b: Expr) -> Expr:
     if isinstance(a, Const) and isinstance(b, Const):
         return a if a.value >= b.value else b
     if a == b or _ranges.prove_nonneg(a - b):
