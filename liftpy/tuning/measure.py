@@ -26,7 +26,10 @@ class Timing:
     """How long a runner times each candidate: first ``warmup_ms`` of calls (the device's threads awake, its
     caches filled), then ``rounds`` rounds of at least ``min_round_ms`` each (one call at least, at most
     ``max_calls`` a round); a candidate whose checked run was slower than ``cutoff_ms`` (far behind the best so
-    far) is timed by that run alone."""
+    far) is timed by that run alone. With ``race``, a candidate whose first round is slower than ``race`` times
+    the leader (the batch's fastest first round, or ``leader_ms``, the task's best so far, if faster) takes no
+    more rounds: a search needs to know it lost, not by how much exactly, and the rounds it would take are time
+    the search spends on nothing."""
 
     rounds: int = 5
     min_round_ms: float = 25.0
@@ -38,6 +41,8 @@ class Timing:
     min_span_ms: float = 0.0
     #: the most rounds a candidate gets in a span
     max_rounds: int = 400
+    race: float | None = None
+    leader_ms: float | None = None
 
     def __post_init__(self):
         for name, least in (("rounds", 1), ("max_calls", 1), ("max_rounds", self.rounds)):
@@ -47,6 +52,15 @@ class Timing:
         for name in ("min_round_ms", "warmup_ms", "min_span_ms"):
             if not getattr(self, name) >= 0:
                 raise InputError(f"timing: {name} must be at least 0, got {getattr(self, name)!r}")
+        if self.race is not None and not self.race >= 1:
+            raise InputError(f"timing: race must be at least 1 (or None), got {self.race!r}")
+
+    def racing(self, first_rounds: Sequence[float]) -> list[bool]:
+        """Which candidates, by their first rounds, take the rest of theirs (all, without ``race``)."""
+        if self.race is None or not first_rounds:
+            return [True] * len(first_rounds)
+        leader = min([*first_rounds, *([self.leader_ms] if self.leader_ms else [])])
+        return [t <= self.race * leader for t in first_rounds]
 
     def calls_for(self, ms: float, first_ms: float) -> int:
         """Calls that last ``ms``, from one call's time ``first_ms`` (one at least, ``max_calls`` at most)."""

@@ -145,19 +145,24 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results) -> N
             if timing.warmup_ms > 0:
                 step(position)
                 prepared.run(per_call, repeat=timing.calls_for(timing.warmup_ms, first_ms))
-        start, taken = time.perf_counter(), 0
+        start, taken, active = time.perf_counter(), 0, range(len(checked))
         while taken < timing.rounds or (taken < timing.max_rounds
                                         and (time.perf_counter() - start) * 1e3 < timing.min_span_ms):
-            for i, ((position, prepared, _, _), count) in enumerate(zip(checked, calls)):
+            for i in active:
+                position, prepared, _, _ = checked[i]
                 step(position)
-                run = prepared.run(per_call, repeat=count)
+                run = prepared.run(per_call, repeat=calls[i])
                 rounds[i].append(sum(run.runs_ms) / len(run.runs_ms))
                 kernels[i].append(run.per_kernel_ms)
             taken += 1
+            if taken == 1:  # the race: who lost by far in the first round takes no more
+                active = [i for i, on in zip(active, timing.racing([r[0] for r in rounds])) if on]
     for i, (position, _, _, result) in enumerate(checked):
         per_kernel = {name: median([k[name] for k in kernels[i]]) for name in kernels[i][0]}
         results[position] = {**result, "time_ms": median(rounds[i]), "times_ms": rounds[i], "stage_ms": per_kernel,
                              "seconds": result["seconds"] + sum(rounds[i]) * calls[i] / 1e3}
+        if len(rounds[i]) < timing.rounds:
+            results[position]["cause"] = f"timed for {len(rounds[i])} round(s): over {timing.race:g}x the leader"
 
 
 @contextlib.contextmanager

@@ -48,6 +48,10 @@ SECOND_LOOK = 1.35
 HOISTED_TRIALS = 2
 #: candidates built, checked and timed together (their timing rounds taken in turns)
 BATCH = 8
+#: a candidate whose first timing round is slower than this factor of the leader's (the batch's fastest, or
+#: the task's best so far) takes no more rounds (:class:`~liftpy.tuning.measure.Timing`'s ``race``): a slow
+#: spell makes a round at most about 1.5x slower, so a rival of the best is never raced out
+RACE = 2.0
 #: the search strategies a tuning can be asked for by name
 STRATEGIES = ("local", "random", "model")
 #: random candidates a model-guided search featurises and ranks at its start (then the neighbours of the best)
@@ -331,14 +335,15 @@ class Tuner:
     def _run(self, building, tuned: list[_Tuned], scheduler: TaskScheduler):
         """A built batch handed to the runner: (slot index, configurations, result futures, the inputs' seed,
         each candidate's features, recorded with its result). A candidate whose checked run is ``cutoff`` times
-        slower than its task's best so far is timed once."""
+        slower than its task's best so far is timed once; one whose first round is :data:`RACE` times slower than
+        the leader's, for that round."""
         index, configs, futures = building
         task = tuned[index].slot.task
         builts = self._built(task, configs, futures)
         best = scheduler.states[index].best
         cutoff_ms = self.cutoff * best if self.cutoff is not None and best is not None else None
         batch = Batch(task.portable(), tuple(builts), self._seed(task, configs),
-                      dataclasses.replace(self.timing, cutoff_ms=cutoff_ms))
+                      dataclasses.replace(self.timing, cutoff_ms=cutoff_ms, race=RACE, leader_ms=best))
         return index, configs, self.runner.run(batch), batch.seed, [b.features for b in builts]
 
     def _record(self, running, tuned: list[_Tuned], scheduler: TaskScheduler, bar: Progress) -> None:
