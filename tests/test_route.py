@@ -274,7 +274,9 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
     assert [(c["vector_outer"], c["pad_copy"], c["reorder"]) for c in starts] == \
         [(2, 1, 0), (2, 2, 0), (1, 0, 0), (2, 0, 0), (0, 0, 0), (2, 1, 1)]  # the inner block too narrow for vectors
     assert all(c["vector"] for c in starts if c["vector_outer"])
-    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every) == 12
+    assert all(space.valid(c) for c in every) and len({tuple(sorted(c.items())) for c in every}) == len(every)
+    rounded = [c for c in every if c["round_up"]]  # blocks its rows' length does not allow, the rows rounded up
+    assert len(every) - len(rounded) == 12 and all(space.needs_rounding(c) for c in rounded)
     for config in every:
         _close(_run(space, config, inputs, sizes), expected)
     grouped, inputs, sizes, expected = _space("grouped_conv")  # no 2D block of outer vectors; inner ones
@@ -288,9 +290,9 @@ def test_the_starting_points_measure_each_kind_of_vectors_once():
 
 def _spread_apart(starts):
     """The starting points before the spread ones, and the spread ones: each an earlier one with every level
-    parallel (3) and its sum's loops in the other order where the space has it. The joined rows' starting points
-    (``join_rows`` 1), last, are left out."""
-    joined = [c for c in starts if c["join_rows"]]
+    parallel (3) and its sum's loops in the other order where the space has it. The joined rows' and the rounded
+    levels' starting points (``join_rows`` 1, ``round_up``), last, are left out."""
+    joined = [c for c in starts if c["join_rows"] or c["round_up"]]
     assert starts[len(starts) - len(joined):] == joined
     starts = starts[:len(starts) - len(joined)]
     spread = [c for c in starts if c["parallel"] == 3]
@@ -330,10 +332,12 @@ def test_starting_points_grow_each_kind_of_block_to_fill_the_registers():
     filled = next(c for c in space.starting_points() if c["block.kernelWeights"] == 64)
     moved = {**filled, "block.kernelWeights": 32, "block.window": 8}
     assert moved in space.neighbours(filled)
-    for n in space.neighbours(filled):  # one choice changed, or the block's shape with its size kept
-        changed = {k for k in filled if n[k] != filled[k]}
+    for n in space.neighbours(filled):  # one choice changed, the block's shape with its size kept, or the
+        changed = {k for k in filled if n[k] != filled[k]}  # window's block one larger or smaller, rounded up
         assert len(changed) == 1 or (changed == {"block.kernelWeights", "block.window"}
-                                     and n["block.kernelWeights"] * n["block.window"] == 256)
+                                     and n["block.kernelWeights"] * n["block.window"] == 256) \
+            or (changed == {"block.window", "round_up"} and abs(n["block.window"] - filled["block.window"]) == 1
+                and n["round_up"] == -16 % n["block.window"])
     x, w, b = (np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
                for shape in ((1, 8, 16, 16), (64, 8, 3, 3), (64,)))
     got = liftpy.compile(space.lower(filled), sizes).run({"input": x, "weights": w, "biases": b}).output
@@ -426,9 +430,14 @@ def test_joined_rows_let_a_block_of_windows_span_rows():
         output = liftpy.compile(space.lower(c), sizes, function="conv2d").run(
             {"input": x, "weights": w, "biases": b}, poison=True).output
         _close(output.reshape(expected.shape), expected)
-    assert not any(c["join_rows"] for c in space.sample(200, seed=4))
+    drawn = space.sample(200, seed=4)  # an eighth from the other sides: only blocks the rows do not allow
+    sides = [c for c in drawn if c["join_rows"] or c["round_up"]]
+    assert 0 < len(sides) <= 25 and len(drawn) == len({tuple(sorted(c.items())) for c in drawn})
+    assert all(space.valid(c) and (space.needs_joining(c) if c["join_rows"] else space.needs_rounding(c))
+               for c in sides)
     starts = [c for c in space.starting_points() if c["join_rows"]]
-    assert starts and all(36 % c["block.window"] == 0 and 6 % c["block.window"] for c in starts)
+    assert starts and all(6 % c["block.window"] and (36 + c["round_up"]) % c["block.window"] == 0 for c in starts)
+    assert any(36 % c["block.window"] == 0 for c in starts)  # spanning rows; some joined rows also rounded up
     wide = RouteSpace(program, {**sizes, "H": 16, "W": 16}, function="conv2d")
     assert wide.joined is None and not wide.valid({**wide.default(), "join_rows": 1})
     with pytest.raises(SizeError, match="join_rows"):

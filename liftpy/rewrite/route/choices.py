@@ -91,8 +91,10 @@ MAX_LANES = 16
 MAX_JOINED_BLOCK = 16
 #: the largest block ``round_up`` rounds the innermost level up to
 MAX_ROUNDED_BLOCK = 16
-#: the most elements ``round_up`` adds, as a share of the level's length (they are computed for nothing)
-MAX_ROUNDING_WASTE = 1 / 32
+#: the most elements ``round_up`` adds, as a share of the level's length (they are computed for nothing): a
+#: quarter, so that the short rows of a network's late layers (7, 13, 14, 28 wide) can take register blocks
+#: that do not divide them -- the search weighs the waste against the block's gain
+MAX_ROUNDING_WASTE = 1 / 4
 
 #: the sketch's tuning parameter of a level's block: ``block.<level>`` in a configuration
 BLOCK_PARAMETER = "block_"

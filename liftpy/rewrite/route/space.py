@@ -285,15 +285,41 @@ class RouteSpace:
         return space is not None and bool(space.check(values))
 
     def count(self) -> int:
-        """The configurations :meth:`sample` draws from (the joined rows' and the rounded levels' not among them)."""
+        """The configurations of this space's own structures (the joined rows' and the rounded levels' not among
+        them)."""
         return sum(space.count().value if space.parameters else 1 for _, space in self.sketches())
 
     def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
-        """Up to ``n`` distinct configurations, the structures taking turns in a seeded random order (the joined
-        rows' and the rounded levels' are not drawn: the starting points and the neighbours reach them). The
-        structures' spaces are made in that order, only until ``n`` of them have given one configuration each
-        (making them all costs seconds); where fewer than ``n`` exist, each is asked for a share of ``n``, the share
-        doubled while some space could give more and ``n`` is not reached."""
+        """Up to ``n`` distinct configurations: :meth:`_sample_own`'s, and among them, evenly spread, an eighth
+        drawn from at most two of the other sides (the joined rows', a rounded level's: each space made when
+        first drawn from, seconds for a large program), only those that block as this space cannot."""
+        sides = [({"join_rows": 1}, lambda: self.joined)] if self._joined_program is not None else []
+        sides += [({"round_up": e}, lambda e=e: self.rounded(e)) for e in sorted(set(self.rounded_blocks.values()))]
+        own = self._sample_own(n, seed)
+        wanted = n // 8 if sides else 0
+        if not wanted:
+            return own
+        rng = random.Random(seed + 1)
+        rng.shuffle(sides)
+        drawn: list[dict[str, int]] = []
+        for overrides, make in sides[:2]:
+            space = make()
+            if space is None:
+                continue
+            for config in space.sample(-(-wanted // min(2, len(sides))), seed=rng.randrange(2**31)):
+                if self.needs_joining(config) if "join_rows" in overrides else self.needs_rounding(config):
+                    drawn.append({**config, **overrides})
+        drawn = drawn[:wanted]
+        out = own[:n - len(drawn)]
+        for i, config in enumerate(drawn):  # spread evenly: a search that takes the first few meets some
+            out.insert((i + 1) * len(out) // (len(drawn) + 1), config)
+        return out
+
+    def _sample_own(self, n: int, seed: int) -> list[dict[str, int]]:
+        """Up to ``n`` distinct configurations of this space, the structures taking turns in a seeded random
+        order. The structures' spaces are made in that order, only until ``n`` of them have given one
+        configuration each (making them all costs seconds); where fewer than ``n`` exist, each is asked for a
+        share of ``n``, the share doubled while some space could give more and ``n`` is not reached."""
         if n <= 0:
             return []
         structures = self.structures()
