@@ -105,12 +105,15 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=0,
                         help="tuning trials per distinct task of each network, given with one budget (0: none)")
     parser.add_argument("--db", default="networks.sqlite")
+    parser.add_argument("--search", choices=["local", "random", "model"], default="local",
+                        help="the tuner's search strategy (liftpy tune --search)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds, one call of each library")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
 
     print(f"# {cpu_name()}, {os.cpu_count()} cores; liftpy {commit()}; batch {args.batch}; {args.rounds} rounds; "
+          f"search {args.search}; "
           f"{args.threads} threads for ONNX Runtime and PyTorch")
     rows = []
     for name in args.networks.split(","):
@@ -119,7 +122,7 @@ def main() -> None:
         tuning_s = 0.0
         if args.trials:
             start = time.perf_counter()
-            net.tune(args.trials * len(net.tasks()), args.db)
+            net.tune(args.trials * len(net.tasks()), args.db, strategy=args.search)
             tuning_s = time.perf_counter() - start
         prepared = net.prepare(db=args.db)
         x = np.random.default_rng(0).standard_normal(net.inputs[next(iter(net.inputs))]).astype(np.float32)

@@ -49,8 +49,9 @@ HOISTED_TRIALS = 2
 #: candidates built, checked and timed together (their timing rounds taken in turns)
 BATCH = 8
 #: a candidate whose first timing round is slower than this factor of the leader's (the batch's fastest, or
-#: the task's best so far) takes no more rounds (:class:`~liftpy.tuning.measure.Timing`'s ``race``): a slow
-#: spell makes a round at most about 1.5x slower, so a rival of the best is never raced out
+#: the task's best so far) takes no more rounds (:class:`~liftpy.tuning.measure.Timing`'s ``race``). A
+#: batch's first rounds are taken in turns, so they meet the same slow spell; against a best measured minutes
+#: before, only a spell of 2x or more (the worst seen on the shared machines here) could race out a true rival
 RACE = 2.0
 #: the search strategies a tuning can be asked for by name
 STRATEGIES = ("local", "random", "model")
