@@ -42,6 +42,11 @@ from .choices import (
 from .sketches import Sketch, Sketches, binds, spatial_loops
 
 
+#: the most configurations one sample draws from the other sides: each drawn one makes a sketch of a space
+#: of its own, and a search's pool of a thousand would make hundreds
+SIDE_DRAWS = 32
+
+
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of every
     choice of :data:`~.choices.CHOICES` and ``block.<level>``), ``lower(config)`` gives the low-level program a
@@ -291,12 +296,13 @@ class RouteSpace:
 
     def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
         """Up to ``n`` distinct configurations: :meth:`_sample_own`'s, and among them, evenly spread, an eighth
-        drawn from at most two of the other sides (the joined rows', a rounded level's: each space made when
-        first drawn from, seconds for a large program), only those that block as this space cannot."""
+        (at most :data:`SIDE_DRAWS`) drawn from at most two of the other sides (the joined rows', a rounded
+        level's: each space made when first drawn from, seconds for a large program), only those that block as
+        this space cannot."""
         sides = [({"join_rows": 1}, lambda: self.joined)] if self._joined_program is not None else []
         sides += [({"round_up": e}, lambda e=e: self.rounded(e)) for e in sorted(set(self.rounded_blocks.values()))]
         own = self._sample_own(n, seed)
-        wanted = n // 8 if sides else 0
+        wanted = min(n // 8, SIDE_DRAWS) if sides else 0
         if not wanted:
             return own
         rng = random.Random(seed + 1)
