@@ -97,6 +97,7 @@ print((status("VmHWM:") - before) / 1024)
 
 def main() -> None:
     import liftpy.onnx
+    from liftpy.tuning.tuner import STRATEGIES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="benchmarks/models", help="the .onnx files of export_models.py")
@@ -105,7 +106,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=0,
                         help="tuning trials per distinct task of each network, given with one budget (0: none)")
     parser.add_argument("--db", default="networks.sqlite")
-    parser.add_argument("--search", choices=["local", "random", "model"], default="local",
+    parser.add_argument("--search", choices=STRATEGIES, default="local",
                         help="the tuner's search strategy (liftpy tune --search)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds, one call of each library")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
