@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .codegen.program import GeneratedProgram
+from .codegen.program import GeneratedProgram, Joint
 from .codegen.traffic import NO_TRAFFIC, kernel_traffic
 from .device import PRIVATE_BUDGET, Device
 from .errors import ConstraintError, DeviceError, InputError, InternalError, ResourceError
@@ -157,14 +157,16 @@ def build(source: str, device, name: str = "program"):
 _NARROW_GRID = 65535
 
 
-def launch_one_work_group(generated: GeneratedProgram, device) -> None:
-    """Launch each kernel of ``generated`` over one work-group, on scratch buffers, and wait: a runtime that
-    compiles per launch shape at the first launch (PoCL: 0.1-1.4 s a kernel on a CPU) does that now, into its
-    disk cache, so that a process running the program later, as a tuner's runner, finds it compiled. Kernels
-    whose launch shape the runtime would compile apart (no local size, a wide grid) are left alone."""
+def launch_one_work_group(generated: GeneratedProgram, device, joint: Joint | None = None) -> None:
+    """Launch each kernel of ``generated`` (built within ``joint``'s program, where given) over one work-group,
+    on scratch buffers, and wait: a runtime that compiles per launch shape at the first launch (PoCL: 0.1-1.4 s a
+    kernel on a CPU) does that now, into its disk cache, so that a process running the program later, as a
+    tuner's runner, finds it compiled. Kernels whose launch shape the runtime would compile apart (no local
+    size, a wide grid) are left alone."""
     cl = _cl()
     ctx, queue = context_and_queue(device)
-    program = build(generated.combined_source, device, generated.function)
+    executable = Executable(generated, device, joint)
+    program = executable.build()
     buffers = {b.name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(b.bytes, 4)) for b in generated.buffers}
     scalars = {name: _scalar(ctype, 0) for name, ctype in generated.scalar_params}
     events = []
@@ -172,7 +174,7 @@ def launch_one_work_group(generated: GeneratedProgram, device) -> None:
         local = plan.launch.local_size
         if local is None or max(plan.launch.global_size) >= _NARROW_GRID:
             continue
-        kernel = cl.Kernel(program, plan.name)
+        kernel = cl.Kernel(program, executable.symbol(plan.name))
         for position, name in enumerate(plan.args):
             kernel.set_arg(position, buffers[name] if name in buffers else scalars[name])
         events.append(cl.enqueue_nd_range_kernel(queue, kernel, tuple(local), tuple(local)))
@@ -381,7 +383,7 @@ class PreparedProgram:
         #: memory (elsewhere each call's buffers are made anew and its output mapped)
         self._host_memory_shared = shares_host_memory(executable.device)
         self.zero_copy = self._host_memory_shared if zero_copy is None else zero_copy
-        self.kernels = [(plan, cl.Kernel(program, plan.name)) for plan in generated.kernels]
+        self.kernels = [(plan, cl.Kernel(program, executable.symbol(plan.name))) for plan in generated.kernels]
         _check_work_groups(self.kernels, executable.device)
         self.inputs = {b.name: b for b in generated.buffers if b.role == "input"}
         self.scalars = dict(generated.scalar_params)
@@ -653,9 +655,11 @@ class Executable:
     """A generated program bound to a device: ``sources``, ``launch``, ``buffers``, ``run``, and ``prepare`` for
     repeated calls that keep their device buffers."""
 
-    def __init__(self, generated: GeneratedProgram, device=None):
+    def __init__(self, generated: GeneratedProgram, device=None, joint: Joint | None = None):
         self.generated = generated
         self.device = get_device(device)
+        #: where the kernels are built within a joint program of several (a tuner's batch), or None
+        self.joint = joint
         self._program = None
 
     @property
@@ -680,8 +684,13 @@ class Executable:
 
     def build(self):
         if self._program is None:
-            self._program = build(self.generated.combined_source, self.device, self.generated.function)
+            source = self.joint.source if self.joint is not None else self.generated.combined_source
+            self._program = build(source, self.device, self.generated.function)
         return self._program
+
+    def symbol(self, kernel: str) -> str:
+        """A kernel's name in the built OpenCL program."""
+        return self.joint.symbols[kernel] if self.joint is not None else kernel
 
     def prepare(self, constants: Mapping[str, object] | None = None, zero_copy: bool | None = None) -> PreparedProgram:
         """The program ready for repeated calls, ``constants`` (inputs that stay fixed) uploaded once; ``zero_copy``

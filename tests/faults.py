@@ -75,3 +75,12 @@ def winograd_weights_scaled(config, generated):
     if not any("kernelTransform" in kernel.source for kernel in generated.kernels):
         return generated
     return _edit_output_kernel(config, generated, _scaled, every=True)
+
+
+def does_not_compile(config, generated):
+    """The output kernel does not compile (a statement calls a function that does not exist): a build error,
+    which a joint build of several candidates must charge to this one alone."""
+    def edit(source):
+        at = _body_start(source)
+        return source[:at] + "\n    liftpy_no_such_function();" + source[at:]
+    return _edit_output_kernel(config, generated, edit)

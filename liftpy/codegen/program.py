@@ -12,8 +12,9 @@ expression is the last kernel, writing the output.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..arith import c_name
 from ..device import Device
@@ -95,6 +96,39 @@ class GeneratedProgram:
                     seen.add(block)
                     out.append(block)
         return "\n\n".join(out)
+
+
+@dataclass(frozen=True)
+class Joint:
+    """A generated program's place in a *joint* OpenCL program, several programs' kernels built by one compiler
+    call (:func:`joint_sources`): its ``source`` (shared by every member) and ``symbols``, each of this program's
+    kernel names mapped to its name there."""
+
+    source: str
+    symbols: Mapping[str, str]
+
+
+#: a definition at program scope, as the code generator writes one: a line at column 0 (not a comment or a
+#: directive) naming a function before its parameters
+_PROGRAM_SCOPE_DEFINITION = re.compile(r"^(?!//|#)[A-Za-z_][\w ]*?\b([A-Za-z_]\w*)\s*\(", re.M)
+
+
+def joint_sources(programs: Sequence[GeneratedProgram]) -> list[Joint]:
+    """The programs' kernels in one OpenCL source: an OpenCL compiler's fixed cost per build (PoCL on a CPU: about
+    0.25 s of headers a call) is then paid once for a tuner's batch of candidates, not once per candidate. Member
+    ``i``'s program-scope names (kernels, user functions, helpers) are renamed apart by the preprocessor
+    (``#define add add__joint3`` ... ``#undef add``); the kernels' code is theirs unchanged. A name missed here
+    would be defined twice: the build fails, and the caller builds the members one by one."""
+    parts, joints = [], []
+    for i, program in enumerate(programs):
+        source = program.combined_source
+        names = sorted(set(_PROGRAM_SCOPE_DEFINITION.findall(source)) | {k.name for k in program.kernels})
+        renamed = {name: f"{name}__joint{i}" for name in names}
+        parts.append("".join(f"#define {a} {b}\n" for a, b in renamed.items()) + source
+                     + "".join(f"\n#undef {a}" for a in renamed) + "\n")
+        joints.append({k.name: renamed[k.name] for k in program.kernels})
+    source = "\n".join(parts)
+    return [Joint(source, symbols) for symbols in joints]
 
 
 def shape_of(t: Type) -> tuple[int, ...]:
@@ -227,4 +261,4 @@ def _has_kernel(node: Node) -> bool:
     return any(isinstance(n, Prim) and PRIMITIVES[n.name].parallel in ("global", "work-group") for n in walk(node))
 
 
-__all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "shape_of"]
+__all__ = ["generate", "GeneratedProgram", "KernelPlan", "BufferPlan", "Joint", "joint_sources", "shape_of"]

@@ -8,6 +8,8 @@ recorded failure; a Python exception inside liftpy: status ``bug``, which stops 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import multiprocessing
 import os
 import time
@@ -36,14 +38,16 @@ class Build:
 @dataclass(frozen=True)
 class Built:
     """A built candidate: its generated program, or the failure (a result the database records) that stopped
-    it; ``seconds``: the time lowering and generating took; ``features``: what a cost model reads of its
-    kernels (:mod:`liftpy.tuning.features`)."""
+    it; ``seconds``: the time lowering, generating (and compiling) took; ``features``: what a cost model reads of
+    its kernels (:mod:`liftpy.tuning.features`); ``joint``: where it was compiled within a joint program of the
+    builder's batch (:class:`~liftpy.codegen.program.Joint`), which the runner then builds too."""
 
     build: Build
     generated: object | None
     failure: dict | None
     seconds: float
     features: dict | None = None
+    joint: object | None = None
 
     @property
     def config(self) -> dict:
@@ -64,8 +68,42 @@ def _space(task, device):
 
 
 def build_candidate(build: Build) -> Built:
-    """Lower ``build``'s configuration in its task's route space and generate its kernels: a failure of the
-    configuration is a result (``invalid``, ``codegen_error``), a Python exception a ``bug``."""
+    """Build one candidate (:func:`build_candidates`)."""
+    return build_candidates([build])[0]
+
+
+def build_candidates(builds: Sequence[Build]) -> list[Built]:
+    """Lower each configuration in its task's route space and generate its kernels: a failure of the
+    configuration is a result (``invalid``, ``codegen_error``, ``build_error``), a Python exception a ``bug``.
+    Those asking to be compiled are compiled together, as one joint OpenCL program
+    (:func:`~liftpy.codegen.program.joint_sources`: the compiler's fixed cost paid once for them all), or one by
+    one where the joint program does not build or there is one."""
+    from ..codegen.program import joint_sources
+
+    builts = [_generated(build) for build in builds]
+    members = [i for i, built in enumerate(builts) if built.failure is None and built.build.compile]
+    joints = [None] * len(members)
+    if len(members) > 1:
+        start = time.perf_counter()
+        try:
+            joint = joint_sources([builts[i].generated for i in members])
+        except Exception:  # a bug in liftpy: the tuner stops with the traceback
+            cause = traceback.format_exc()[:2000]
+            for i in members:
+                builts[i] = Built(builts[i].build, None, {"status": "bug", "cause": cause}, builts[i].seconds)
+            return builts
+        if _compile_source(joint[0].source, builts[members[0]].build.device):
+            joints = joint
+        shared = (time.perf_counter() - start) / len(members)
+        for i in members:
+            builts[i] = dataclasses.replace(builts[i], seconds=builts[i].seconds + shared)
+    for i, joint in zip(members, joints):
+        builts[i] = _compiled(builts[i], joint)
+    return builts
+
+
+def _generated(build: Build) -> Built:
+    """``build``'s configuration lowered and its kernels generated (and its features read), not compiled."""
     from ..codegen.program import generate
     from ..errors import ConstraintError, LiftError, RewriteError
     from .features import program_features
@@ -90,35 +128,77 @@ def build_candidate(build: Build) -> Built:
             module, name = build.fault.split(":")
             generated = getattr(importlib.import_module(module), name)(build.config, generated)
         features = program_features(generated, build.device)
-        if build.compile:
-            failure = _compile(generated, build.device)
-            if failure is not None:
-                return failed("build_error", failure)
     except Exception:  # a bug in liftpy, not a fault of the configuration: the tuner stops with the traceback
         return failed("bug", traceback.format_exc())
     return Built(build, generated, None, time.perf_counter() - start, features)
 
 
-def _compile(generated, device) -> str | None:
-    """Compile ``generated``'s kernels for the device of this machine the facts name; why it failed, or None.
-    A failure to open the device is no fault of the candidate: the runner builds it then."""
+def _compiled(built: Built, joint) -> Built:
+    """``built`` with its kernels compiled for the device (within ``joint``'s program where given), or the
+    failure that stopped it."""
+    start = time.perf_counter()
+    try:
+        failure = _compile(built.generated, built.build.device, joint)
+    except Exception:
+        failure, status = traceback.format_exc(), "bug"
+    else:
+        status = "build_error"
+    seconds = built.seconds + time.perf_counter() - start
+    if failure is not None:
+        return Built(built.build, None, {"status": status, "cause": failure[:2000]}, seconds)
+    return dataclasses.replace(built, seconds=seconds, joint=joint)
+
+
+def _live_device(device):
+    """The OpenCL device of this machine the facts name, or None where it cannot be opened (no fault of a
+    candidate: the runner builds it then)."""
     import pyopencl as cl
 
     from ..errors import DeviceError
-    from ..runtime import build, get_device, launch_one_work_group
+    from ..runtime import get_device
 
     try:
-        live = get_device(f"{device.platform_index}:{device.device_index}")
+        return get_device(f"{device.platform_index}:{device.device_index}")
     except (DeviceError, cl.Error):
         return None
+
+
+def _compile_source(source: str, device) -> bool:
+    """Whether ``source`` builds for the device of this machine the facts name."""
+    import pyopencl as cl
+
+    from ..errors import DeviceError
+    from ..runtime import build
+
+    live = _live_device(device)
+    if live is None:
+        return False
     try:
-        build(generated.combined_source, live, generated.function)
+        build(source, live, "joint")
+    except (DeviceError, cl.Error):
+        return False
+    return True
+
+
+def _compile(generated, device, joint=None) -> str | None:
+    """Compile ``generated``'s kernels (within ``joint``'s program, where given) for the device of this machine
+    the facts name; why it failed, or None."""
+    import pyopencl as cl
+
+    from ..errors import DeviceError
+    from ..runtime import Executable, launch_one_work_group
+
+    live = _live_device(device)
+    if live is None:
+        return None
+    try:
+        Executable(generated, live, joint).build()
     except DeviceError as e:
         return e.message
     except cl.Error as e:
         return f"OpenCL: {e}"
     try:  # the runtime's compile at the first launch, done here too; what fails is the runner's to find
-        launch_one_work_group(generated, live)
+        launch_one_work_group(generated, live, joint)
     except (DeviceError, cl.Error):
         pass
     return None
@@ -130,9 +210,9 @@ class InlineBuilder:
 
     def build(self, builds: Sequence[Build]) -> list[Future]:
         futures = []
-        for build in builds:
+        for built in build_candidates(builds):
             future = Future()
-            future.set_result(build_candidate(build))
+            future.set_result(built)
             futures.append(future)
         return futures
 
@@ -170,6 +250,8 @@ class LocalBuilder:
 
     #: the most processes a builder starts by default (each holds its tasks' route spaces)
     MAX_WORKERS = 8
+    #: parts of a batch a process builds (:meth:`build`)
+    PARTS = 2
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or min(self.MAX_WORKERS, _usable_cpus())
@@ -187,7 +269,18 @@ class LocalBuilder:
         self._pool = self._new_pool()
 
     def build(self, builds: Sequence[Build]) -> list[Future]:
-        return [self._pool.submit(build_candidate, build) for build in builds]
+        """A future per candidate; the candidates are cut into parts, each built (and compiled) together
+        (:func:`build_candidates`): two parts a process, so that one that takes longer (a candidate's
+        kernels can take ten times another's to compile) leaves the other processes the rest."""
+        builds = list(builds)
+        size = -(-len(builds) // (self.PARTS * self.workers))
+        futures = []
+        for first in range(0, len(builds), size):
+            part = builds[first:first + size]
+            mine = [Future() for _ in part]
+            self._pool.submit(build_candidates, part).add_done_callback(functools.partial(_hand_out, mine))
+            futures += mine
+        return futures
 
     @property
     def process_ids(self) -> tuple[int, ...]:
@@ -202,4 +295,19 @@ class LocalBuilder:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["Build", "Built", "Builder", "InlineBuilder", "LocalBuilder", "build_candidate"]
+def _hand_out(futures: list[Future], whole: Future) -> None:
+    """A part's answer handed to its candidates' futures: each its own result, or the part's fate (cancelled,
+    or its process died)."""
+    if whole.cancelled():
+        for future in futures:
+            future.cancel()
+        return
+    error = whole.exception()
+    for position, future in enumerate(futures):
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(whole.result()[position])
+
+
+__all__ = ["Build", "Built", "Builder", "InlineBuilder", "LocalBuilder", "build_candidate", "build_candidates"]

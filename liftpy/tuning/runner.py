@@ -90,7 +90,7 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
         generated = built.generated
         hashes = source_hashes(generated.sources)
         try:
-            prepared = Executable(generated, device).prepare(constants)
+            prepared = Executable(generated, device, built.joint).prepare(constants)
         except DeviceError as e:
             results[position] = failed(start, "build_error", e.message)
             continue
