@@ -4,12 +4,13 @@
                                            [--rounds 1] [--out FILE]
 
 For each subject (VGG-16's layer 10 and the programs of examples/programs/ at benchmarks/programs.py's sizes)
-the same ``--trials`` configurations (its route's starting points, then random ones) are tuned -- checked and
-timed, no confirmation pass -- by the earlier commit's tuner (a git worktree of ``--before``) and by this
-one's, each in a fresh process with a fresh database and an empty PoCL kernel cache, taking turns for ``--rounds`` rounds
-(which side goes first alternating from one subject to the next). It prints each
-one's wall time from the call to the tuner to its return (spaces, references, builds, checks, timing and
-database writes), the trials per minute, and whether the two agree on every trial's status.
+the same ``--trials`` configurations (its route's starting points, then random ones, of those the earlier
+commit's route can lower and generate too) are tuned -- checked and timed, no confirmation pass -- by the
+earlier commit's tuner (a git worktree of ``--before``) and by this one's, each in a fresh process with a fresh
+database and an empty PoCL kernel cache, taking turns for ``--rounds`` rounds (which side goes first
+alternating from one subject to the next). It prints each one's wall time from the call to the tuner to its
+return (spaces, references, builds, checks, timing and database writes), the trials per minute, and whether the
+two agree on every trial's status.
 """
 
 import argparse
@@ -40,9 +41,25 @@ def subject_task(name):
 
 
 def child(side: str, name: str, configs_file: str, db: str) -> None:
-    """Tune the fixed configurations with this process's liftpy; print the seconds and each trial's status."""
+    """Tune the fixed configurations with this process's liftpy; print the seconds and each trial's status.
+    Side ``probe``: print which of them this liftpy can lower and generate (nothing compiled or run)."""
     configs = json.loads(Path(configs_file).read_text())
     task = subject_task(name)
+    if side == "probe":
+        from liftpy.codegen.program import generate
+        from liftpy.errors import LiftError
+        from liftpy.runtime import device_info, get_device
+
+        device = device_info(get_device(None))
+        space, made = task.space(device), []
+        for config in configs:
+            try:
+                generate(space.lower(config), task.size_map, task.function, device)
+                made.append(True)
+            except LiftError:
+                made.append(False)
+        print(json.dumps({"made": made}))
+        return
     start = time.perf_counter()
     if side == "before":  # the serial tuner (liftpy.tuning.search, a053b9f)
         from liftpy.tuning.program import check_reference
@@ -88,11 +105,11 @@ def run_side(side, worktree, name, configs_file) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         # PoCL's kernel cache empty at the start of each run: a search's candidates are new kernels, and a cache
         # filled by the other side's run of the same configurations would hand this side its builds
-        env = dict(os.environ, PYTHONPATH=str(worktree if side == "before" else ROOT),
+        env = dict(os.environ, PYTHONPATH=str(ROOT if side == "after" else worktree),
                    POCL_CACHE_DIR=f"{directory}/pocl-cache")
         out = subprocess.run([sys.executable, __file__, "--child", side, "--subject", name, "--configs-file",
                               configs_file, "--db", f"{directory}/t.sqlite"], env=env, capture_output=True,
-                             text=True, cwd=worktree if side == "before" else ROOT)
+                             text=True, cwd=ROOT if side == "after" else worktree)
     if out.returncode != 0:
         raise SystemExit(f"{side} {name} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -138,9 +155,13 @@ def main():
             if key not in seen:
                 seen.add(key)
                 configs.append(task.complete(c))
-        configs = configs[: args.trials]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(configs, f)
+        # the same trials for both: only configurations the earlier commit's route can make too (this one's
+        # makes more: a trial failing at once there would be a whole trial here)
+        made = run_side("probe", worktree, name, f.name)["made"]
+        configs = [c for c, ok in zip(configs, made) if ok][: args.trials]
+        Path(f.name).write_text(json.dumps(configs))
         seconds = {"before": [], "after": []}
         statuses = {}
         for round_ in range(args.rounds):
