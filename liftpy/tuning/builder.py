@@ -273,7 +273,7 @@ class LocalBuilder:
         (:func:`build_candidates`): two parts a process, so that one that takes longer (a candidate's
         kernels can take ten times another's to compile) leaves the other processes the rest."""
         builds = list(builds)
-        size = -(-len(builds) // (self.PARTS * self.workers))
+        size = max(1, -(-len(builds) // (self.PARTS * self.workers)))
         futures = []
         for first in range(0, len(builds), size):
             part = builds[first:first + size]
@@ -304,6 +304,8 @@ def _hand_out(futures: list[Future], whole: Future) -> None:
         return
     error = whole.exception()
     for position, future in enumerate(futures):
+        if future.done():  # cancelled by its waiter
+            continue
         if error is not None:
             future.set_exception(error)
         else:
