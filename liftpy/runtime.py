@@ -127,10 +127,17 @@ def context_and_queue(device):
 
 
 def failed_source_dir() -> Path:
-    root = Path(os.environ.get("LIFTPY_CACHE", Path(tempfile.gettempdir()) / "liftpy"))
-    path = root / "failed-builds"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """Where the source of a failed build is saved: in liftpy's cache folder (:func:`liftpy._cache.cache_dir`),
+    or the temporary folder where that cannot be made."""
+    from ._cache import cache_dir
+
+    for path in (cache_dir() / "failed-builds", Path(tempfile.gettempdir()) / "liftpy-failed-builds"):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        except OSError:
+            continue
+    return Path(tempfile.gettempdir())
 
 
 def build(source: str, device, name: str = "program"):

@@ -1,0 +1,94 @@
+"""A disk cache of what liftpy derives from its own data files (the rule catalogue read and elaborated), so that
+each process -- a command, a tuner's builders and runner -- does not derive it again.
+
+An entry's key is a hash of its input text and of liftpy's own files (each one's path, size and modification
+time, as Python's bytecode cache keys a module): an edited rule file or an edited liftpy makes a new entry,
+never a stale one. The cache lives in ``$LIFTPY_CACHE`` (default ``$XDG_CACHE_HOME/liftpy`` or
+``~/.cache/liftpy``), a folder only its user may write: an entry is read only from a folder and a file that
+user owns. A cache that cannot be read or written is no error: the value is derived as without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def cache_dir() -> Path:
+    """Where liftpy keeps what it derived (``$LIFTPY_CACHE``, else the user's cache folder)."""
+    if os.environ.get("LIFTPY_CACHE"):
+        return Path(os.environ["LIFTPY_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "liftpy"
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of liftpy's own files (path, size, modification time): it changes when liftpy does."""
+    from ._paths import data_dir
+
+    digest = hashlib.sha256()
+    roots = [Path(__file__).resolve().parent]
+    for folder in ("grammar", "rewrites"):
+        try:
+            roots.append(Path(str(data_dir(folder))))
+        except (TypeError, ValueError):  # not a folder on disk: its files are keyed by their text
+            pass
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".lark", ".lift", ".rules", ".json"):
+                stat = path.stat()
+                digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def entry(kind: str, text: str) -> Path | None:
+    """The file of the entry for ``text`` of ``kind`` (keyed by liftpy's code too), in a folder made this user's;
+    None where there is no such folder, or the file is not this user's alone."""
+    key = hashlib.sha256(f"{kind}\n{code_fingerprint()}\n{text}".encode()).hexdigest()
+    folder = cache_dir() / kind
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return None
+    path = folder / f"{key}.pickle"
+    if not _owned(folder) or (path.exists() and not _owned(path)):
+        return None
+    return path
+
+
+def remembered(kind: str, text: str, derive: Callable[[], T]) -> T:
+    """``derive()``, kept on disk under a key of ``kind``, ``text`` (what it is derived from) and liftpy's code."""
+    path = entry(kind, text)
+    if path is not None and path.exists():
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        except Exception:  # unreadable, or written by a liftpy whose classes differ: derived again
+            pass
+    value = derive()
+    if path is not None:
+        try:
+            with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False) as f:
+                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(f.name, path)  # whole or not at all, for another process reading it
+        except Exception:  # a cache that cannot be written: nothing lost but the time next
+            pass
+    return value
+
+
+def _owned(path: Path) -> bool:
+    """Whether ``path`` exists, is this user's, and no one else may write it."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    user = os.getuid() if hasattr(os, "getuid") else stat.st_uid
+    return stat.st_uid == user and not stat.st_mode & 0o022
