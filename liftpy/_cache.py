@@ -1,11 +1,13 @@
-"""A disk cache of what liftpy derives from its own data files (the rule catalogue read and elaborated), so that
-each process -- a command, a tuner's builders and runner -- does not derive it again.
+"""A disk cache of what liftpy derives from its own data files (the grammar's parse tables, the rule catalogue
+read and elaborated), so that each process -- a command, a tuner's builders and runner -- does not derive it
+again.
 
 An entry's key is a hash of its input text and of liftpy's own files (each one's path, size and modification
 time, as Python's bytecode cache keys a module): an edited rule file or an edited liftpy makes a new entry,
 never a stale one. The cache lives in ``$LIFTPY_CACHE`` (default ``$XDG_CACHE_HOME/liftpy`` or
 ``~/.cache/liftpy``), a folder only its user may write: an entry is read only from a folder and a file that
-user owns. A cache that cannot be read or written is no error: the value is derived as without one.
+user owns. A cache that cannot be read or written is no error: the value is derived as without one. A kind keeps
+its :data:`KEPT` newest entries (an edited liftpy leaves the old ones behind).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
+
+#: entries a kind keeps, the newest
+KEPT = 16
 
 
 def cache_dir() -> Path:
@@ -44,7 +49,10 @@ def code_fingerprint() -> str:
     for root in roots:
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".lark", ".lift", ".rules", ".json"):
-                stat = path.stat()
+                try:
+                    stat = path.stat()
+                except OSError:  # a dangling link: not one of liftpy's files
+                    continue
                 digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
@@ -61,7 +69,19 @@ def entry(kind: str, text: str) -> Path | None:
     path = folder / f"{key}.pickle"
     if not _owned(folder) or (path.exists() and not _owned(path)):
         return None
+    if not path.exists():
+        _prune(folder)
     return path
+
+
+def _prune(folder: Path) -> None:
+    """The kind's oldest entries removed, leaving room for a new one among the :data:`KEPT`."""
+    try:
+        entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns)
+        for old in entries[: max(0, len(entries) - KEPT + 1)]:
+            old.unlink()
+    except OSError:  # another process pruned it first
+        pass
 
 
 def remembered(kind: str, text: str, derive: Callable[[], T]) -> T:
@@ -75,12 +95,15 @@ def remembered(kind: str, text: str, derive: Callable[[], T]) -> T:
             pass
     value = derive()
     if path is not None:
+        written = None
         try:
-            with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False) as f:
+            with tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False) as f:
+                written = f.name
                 pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(f.name, path)  # whole or not at all, for another process reading it
+            os.replace(written, path)  # whole or not at all, for another process reading it
         except Exception:  # a cache that cannot be written: nothing lost but the time next
-            pass
+            if written is not None and os.path.exists(written):
+                os.unlink(written)
     return value
 
 

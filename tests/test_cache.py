@@ -90,3 +90,11 @@ def test_the_grammar_read_through_the_cache_parses_as_the_grammar(folder):
         assert syntax._parser().parse(text, start="start") == fresh  # read back
     finally:
         syntax._parser.cache_clear()
+
+
+def test_a_kind_keeps_its_newest_entries(folder):
+    for i in range(cache.KEPT + 5):
+        cache.remembered("t", f"text {i}", lambda: i)
+    assert len(list((folder / "t").glob("*.pickle"))) == cache.KEPT
+    derive, calls = counted("newest")
+    assert cache.remembered("t", f"text {cache.KEPT + 4}", derive) == cache.KEPT + 4 and not calls
