@@ -172,8 +172,8 @@ def _parser() -> lark.Lark:
 
     text = data_text("grammar", "liftpy.lark")
     cache = entry("grammar", text)
-    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, start=["start", "expression"],
-                     cache=str(cache) if cache is not None else False)
+    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                     start=["start", "expression"], cache=str(cache) if cache is not None else False)
 
 
 _TOKEN_NAMES = {

@@ -24,6 +24,11 @@ from . import reference
 from .test_programs import NAMES, PROGRAMS, _case, _close
 
 
+def from_another_side(config) -> bool:
+    """Whether a configuration is one of another space's: the joined rows' or a rounded level's."""
+    return bool(config["join_rows"] or config["round_up"])
+
+
 def _space(name):
     inputs, sizes, expected = _case(name)
     return RouteSpace(liftpy.load(PROGRAMS / f"{name}.lift"), sizes), inputs, sizes, expected
@@ -79,7 +84,7 @@ def test_every_pair_of_choices_computes_what_numpy_does(name):
     3,924): every configuration took CI past its 90 minutes once the space held vectors, relayouts and
     padding copies."""
     space, inputs, sizes, expected = _space(name)
-    configs = [c for c in space.sample(100_000) if not (c["join_rows"] or c["round_up"])]  # this side's all
+    configs = [c for c in space.sample(100_000) if not from_another_side(c)]  # this side's all
     assert len(configs) == space.count()
     cover = _pairwise_cover(configs)
     assert {(k, v) for c in configs for k, v in c.items()} == {(k, v) for c in cover for k, v in c.items()}
@@ -169,7 +174,7 @@ def test_building_the_space_and_sampling_a_thousand_takes_seconds():
             if seconds[-1] < 10:
                 break
         assert min(seconds) < 2 * 10, seconds
-        own = [c for c in configs if not (c["join_rows"] or c["round_up"])]
+        own = [c for c in configs if not from_another_side(c)]
         assert len(own) == min(1000 - (len(configs) - len(own)), space.count()) and len(own) > 100
 
 
@@ -293,7 +298,7 @@ def _spread_apart(starts):
     """The starting points before the spread ones, and the spread ones: each an earlier one with every level
     parallel (3) and its sum's loops in the other order where the space has it. The joined rows' and the rounded
     levels' starting points (``join_rows`` 1, ``round_up``), last, are left out."""
-    joined = [c for c in starts if c["join_rows"] or c["round_up"]]
+    joined = [c for c in starts if from_another_side(c)]
     assert starts[len(starts) - len(joined):] == joined
     starts = starts[:len(starts) - len(joined)]
     spread = [c for c in starts if c["parallel"] == 3]
@@ -432,7 +437,7 @@ def test_joined_rows_let_a_block_of_windows_span_rows():
             {"input": x, "weights": w, "biases": b}, poison=True).output
         _close(output.reshape(expected.shape), expected)
     drawn = space.sample(200, seed=4)  # an eighth from the other sides: only blocks the rows do not allow
-    sides = [c for c in drawn if c["join_rows"] or c["round_up"]]
+    sides = [c for c in drawn if from_another_side(c)]
     assert 0 < len(sides) <= 25 and len(drawn) == len({tuple(sorted(c.items())) for c in drawn})
     assert all(space.valid(c) and (space.needs_joining(c) if c["join_rows"] else space.needs_rounding(c))
                for c in sides)
@@ -692,7 +697,7 @@ def test_what_a_group_stages_fits_the_devices_local_memory():
     staged = [c for c in configs if c["local_memory"]][:6]
     assert staged and all(0 < local_floats(space.lower(c)) <= 8192 for c in staged)
     refused = [c for c in configs if not c["local_memory"] and c["local_size"] and c["pad_copy"] == 0
-               and c["reorder"] == 0 and not c["join_rows"] and not c["round_up"]
+               and c["reorder"] == 0 and not from_another_side(c)
                and not space.valid({**c, "local_memory": 1})]
     made = [(structure, values) for structure, values in (space.structure_of({**c, "local_memory": 1}) for c in refused)
             if space.sketch(structure).program is not None][:3]  # those where the group reads a shared array
