@@ -76,3 +76,25 @@ def test_the_features_are_named_and_read_the_device():
     assert wide["groups_per_unit"] == pytest.approx(features["groups_per_unit"] / 4)
     launch = generated.kernels[-1].launch
     assert features["work_items"] >= math.prod(launch.global_size)
+
+
+def test_a_register_block_is_read_from_the_configuration():
+    """A convolution's block of 8 kernels (in vectors of 4 lanes: the outer level's) by 4 windows keeps 8*4/4 = 8
+    vector accumulators (8/16 of the registers of a CPU with 8-lane vectors) and loads 8/4 + 4 = 6 values a step;
+    unblocked, one accumulator and two loads (a weight, an input)."""
+    from liftpy.tuning.features import CHOICE_NAMES, choice_features
+
+    task = nn.route_task(nn.make_layer(input_shape=(8, 10, 10), kernel_shape=(16, 3, 3), stride=1, padding=0))
+    space = task.space(CPU)
+    outer, inner = space.levels[0], space.levels[-1]
+    assert (outer.extent, inner.extent) == (16, 8)  # kernels, then a row's windows
+    config = task.complete({outer.key: 8, inner.key: 4, "vector": 4, "vector_outer": 1, "unroll": 1,
+                            "parallel": 2})
+    features = choice_features(space, config, CPU)
+    assert tuple(features) == CHOICE_NAMES
+    assert (features["block_outer"], features["block_inner"], features["block_outputs"]) == (8, 4, 32)
+    assert features["accumulators"] == 8 and features["accumulator_share"] == 8 / 16
+    assert features["step_loads"] == 8 / 4 + 4 and features["loads_per_update"] == 6 / 8
+    assert (features["vector"], features["vector_outer"], features["parallel"]) == (4, 1, 2)
+    plain = choice_features(space, task.complete({"parallel": 2}), CPU)
+    assert (plain["blocked_levels"], plain["accumulators"], plain["step_loads"]) == (0, 1, 2)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Protocol, Sequence
 
-from .features import NAMES
+from .features import CHOICE_NAMES, NAMES
 
 #: multiply-adds a compute unit makes per millisecond and vector lane, and global bytes it moves per
 #: millisecond: nominal rates (a GHz core, a few GB/s of memory per core), only their ratio orders candidates
@@ -116,15 +116,16 @@ class LearnedModel:
         return [float(v) for v in np.exp(self._booster.predict(np.array([_row(f) for f in features])))]
 
 
-#: the columns a learned model reads: every feature, counts as their logarithms (sizes differ by orders of
-#: magnitude between tasks), and the analytic model's figure, which carries what the formula knows
+#: the columns a learned model reads: every feature (a choice's missing from a trial featurised before they
+#: were), counts as their logarithms (sizes differ by orders of magnitude between tasks), and the analytic
+#: model's figure, which carries what the formula knows
 _COUNTS = {"global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores", "local_stores",
            "global_stores", "work_items", "work_groups", "group_size", "private_bytes", "local_bytes"}
-_COLUMNS = (*NAMES, "analytic")
+_COLUMNS = (*NAMES, *CHOICE_NAMES, "analytic")
 
 
 def _row(f: Mapping[str, float]) -> list[float]:
-    values = [math.log1p(f.get(n, math.nan)) if n in _COUNTS else f.get(n, math.nan) for n in NAMES]
+    values = [math.log1p(f.get(n, math.nan)) if n in _COUNTS else f.get(n, math.nan) for n in (*NAMES, *CHOICE_NAMES)]
     return values + [math.log(AnalyticModel._time(f))]
 
 

@@ -12,6 +12,9 @@ often each statement runs (its loops' trip counts, the parallel ones included):
 - the widest vector it loads or stores, against the device's preferred width; kernels, unrolled blocks.
 
 Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item).
+:func:`choice_features` adds what the route's configuration says that the IR shows only in pieces: each choice
+of :data:`~liftpy.rewrite.route.CHOICES`, and its register block -- the outputs a work-item keeps, the
+accumulators they take against the device's vector registers, the values a step loads per update.
 Nothing is run or compiled: featurising a candidate costs its generation only.
 """
 
@@ -33,6 +36,44 @@ NAMES = (
     "vector_width", "vector_share", "kernels", "unrolled_blocks", "compute_units", "preferred_vector",
     "is_cpu",
 )
+
+
+#: what :func:`choice_features` reads of a configuration: each route choice, then its register block
+CHOICE_NAMES = (
+    "parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer", "pad_copy", "partial",
+    "reorder", "local_memory", "chunk", "join_rows", "round_up",
+    "blocked_levels", "block_outer", "block_inner", "block_outputs", "accumulators", "accumulator_share",
+    "step_loads", "loads_per_update",
+)
+
+
+def choice_features(space, config: Mapping[str, int], device: Device) -> dict[str, float]:
+    """What a route configuration says of its register block (see the module's docstring), by
+    :data:`CHOICE_NAMES`: ``space`` is the configuration's :class:`~liftpy.rewrite.route.RouteSpace` (the joined
+    rows' or a rounded level's where the configuration is of that side). A block of ``a x b`` outputs with its
+    ``a`` in vectors of ``v`` lanes keeps ``a b / v`` accumulators and loads ``a / v + b`` values a step (vectors
+    and broadcasts): fewer loads per update, and accumulators within the registers, make a faster step."""
+    from ..rewrite.route import vector_registers
+    from ..rewrite.route.choices import ABSENT
+
+    config = {**ABSENT, **config}
+    side, own = space.side(config) if hasattr(space, "side") else (space, config)
+    blocks = [own.get(level.key, 1) for level in getattr(side, "levels", ())]  # outer first
+    blocked = [b for b in blocks if b > 1]
+    outer, inner = (blocked[0], blocked[-1]) if len(blocked) >= 2 else (1, blocked[0] if blocked else 1)
+    outputs = math.prod(blocked) if blocked else max(1, config.get("partial", 0))
+    lanes = config.get("vector", 0) or 1
+    if len(blocked) >= 2:
+        vectorised, other = (outer, inner) if config.get("vector_outer", 0) else (inner, outer)
+        loads = vectorised / lanes + other
+    else:
+        loads = outputs / lanes + 1
+    accumulators = outputs / lanes
+    out = {name: float(config.get(name, 0) or 0) for name in CHOICE_NAMES[:13]}
+    out.update(blocked_levels=len(blocked), block_outer=outer, block_inner=inner, block_outputs=outputs,
+               accumulators=accumulators, accumulator_share=accumulators / vector_registers(device),
+               step_loads=loads, loads_per_update=loads / max(1.0, accumulators))
+    return {name: float(out[name]) for name in CHOICE_NAMES}
 
 
 def program_features(generated, device: Device) -> dict[str, float]:
@@ -137,4 +178,4 @@ def _widest_vector(kernel: Kernel) -> int:
     return widest
 
 
-__all__ = ["NAMES", "program_features"]
+__all__ = ["NAMES", "CHOICE_NAMES", "choice_features", "program_features"]
