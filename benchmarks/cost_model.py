@@ -3,11 +3,13 @@
     python benchmarks/cost_model.py [--db benchmarks/results/vgg16-route-zen3.sqlite] [--workers 2] [--out FILE]
 
 Each correct trial of the database (VGG-16's layers by their labels, the programs of examples/programs/ at
-benchmarks/programs.py's sizes) is built again by today's compiler for this machine's device, and its features
-(liftpy.tuning.features) are kept in ``benchmarks/results/features-<database>.json`` (computed once; a
-configuration today's route no longer lowers is left out). Then for each task in turn the learned model is
-trained on every *other* task's trials and ranks this one's (leave-one-task-out); the analytic model ranks it with
-no training. Printed per task: the trials, Kendall's tau of each model's order against the measured one, the
+benchmarks/programs.py's sizes) is read with the features of its kernels (liftpy.tuning.features) it was
+recorded with; a trial recorded without them is built again by today's compiler for this machine's device, and
+its features are kept in ``benchmarks/results/features-<database>.json`` (computed once; a configuration today's
+route no longer lowers is left out). The features of its configuration's choices are read afresh. Then for
+each task in turn the learned model is trained on every *other* task's trials (each time over its task's
+fastest, as a tuning trains it) and ranks this one's (leave-one-task-out); the analytic model ranks it with no
+training. Printed per task: the trials, Kendall's tau of each model's order against the measured one, the
 share of the five fastest measured among the model's 20 first, and how far the model's first choice among the
 measured trials is from their best (its time over the best's).
 """
@@ -28,6 +30,7 @@ from benchmarks.vgg16 import machine_record  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
 from liftpy.tuning.cost_model import AnalyticModel, LearnedModel, kendall_tau, top_recall  # noqa: E402
 from liftpy.tuning.db import config_key  # noqa: E402
+from liftpy.tuning.features import NAMES, choice_features  # noqa: E402
 
 
 @functools.lru_cache(maxsize=None)  # asked once a trial: each task is made once
@@ -54,7 +57,8 @@ def task_of(task_key: str, label: str):
 
 
 def featurise(task_key: str, label: str, configs: list[dict]) -> list[dict | None]:
-    """Each configuration's features on this machine's device (None: today's route does not lower it)."""
+    """Each configuration's kernels' features on this machine's device (None: today's route does not lower
+    it)."""
     from liftpy.runtime import device_info, get_device
     from liftpy.tuning.builder import Build, build_candidate
 
@@ -63,7 +67,7 @@ def featurise(task_key: str, label: str, configs: list[dict]) -> list[dict | Non
     out = []
     for config in configs:
         built = build_candidate(Build(task.portable(), facts, task.complete(config)))
-        out.append(built.features if built.failure is None else None)
+        out.append({n: built.features[n] for n in NAMES} if built.failure is None else None)
     return out
 
 
@@ -81,6 +85,10 @@ def main():
         raise SystemExit(f"{args.db}: its trials are not all of this machine's device ({device})")
     cache = ROOT / "benchmarks/results" / f"features-{Path(args.db).stem}.json"
     known = json.loads(cache.read_text()) if cache.exists() else {}
+    known = {key: f for key, f in known.items() if f is None or set(NAMES) <= set(f)}  # made by an older liftpy: again
+    for t in trials:  # recorded with its kernels' features: read as they are
+        if set(NAMES) <= set(t.features):
+            known[f"{t.task_key}|{config_key(t.config)}"] = {n: t.features[n] for n in NAMES}
     by_label: dict[str, list] = {}  # by the task's name
     names = {}
     for t in trials:
@@ -95,10 +103,15 @@ def main():
         for label, job in jobs.items():
             for t, f in zip(missing[label], job.result()):
                 known[f"{t.task_key}|{config_key(t.config)}"] = f
-    cache.write_text(json.dumps(known, sort_keys=True) + "\n")
+    if any(missing.values()):
+        cache.write_text(json.dumps(known, sort_keys=True) + "\n")
 
-    rows = {label: [(known[f"{t.task_key}|{config_key(t.config)}"], t.time_ms) for t in ts
-                    if known.get(f"{t.task_key}|{config_key(t.config)}")] for label, ts in by_label.items()}
+    facts = device_info(get_device(None))
+    rows = {}
+    for label, ts in by_label.items():
+        space = task_of(ts[0].task_key, ts[0].label)[1].space(facts)
+        rows[label] = [({**known[key], **choice_features(space, t.config, facts)}, t.time_ms) for t in ts
+                       if known.get(key := f"{t.task_key}|{config_key(t.config)}")]
     lines = machine_record(None) + [f"database: {args.db}; features: {cache.name}; leave-one-task-out"]
     lines.append(f"{'task':16} {'trials':>6} {'tau learned':>12} {'tau analytic':>13} {'top5 in 20':>11} "
                  f"{'first/best learned':>19} {'first/best analytic':>20}")
@@ -108,9 +121,9 @@ def main():
         held = rows[label]
         if len(held) < 20:
             continue
-        others = [r for other, rs in rows.items() if other != label for r in rs]
+        others = [(f, t, other) for other, rs in rows.items() if other != label for f, t in rs]
         model = LearnedModel()
-        model.fit([f for f, _ in others], [t for _, t in others])
+        model.fit([f for f, _, _ in others], [t for _, t, _ in others], [k for _, _, k in others])
         features, measured = [f for f, _ in held], [t for _, t in held]
         learned, analytic = model.predict(features), AnalyticModel().predict(features)
         best = min(measured)

@@ -1,7 +1,8 @@
 """Random, local and model-guided searches of the same tasks with the same seed, on this machine's device.
 
     python benchmarks/search.py [--tasks vgg16.10,vgg16.5] [--trials 20] [--searches random,local,model]
-                                [--train-db benchmarks/results/vgg16-route-zen3.sqlite] [--out FILE]
+                                [--train-db benchmarks/results/vgg16-route-zen3.sqlite]
+                                [--reference-db DB] [--out FILE]
 
 Each search tunes each task in a fresh database (confirmation off, so that every trial is one the search chose).
 The model-guided one starts from a database holding ``--train-db``'s trials of the device's *other* tasks,
@@ -10,7 +11,9 @@ device's earlier tunings would give it. The searches of a task take turns (the o
 reference is the best trial any of them found in this run. Printed per task and search: the first trial's time
 over the reference, the trials until one within 10% and 5% of it ("-": none), the best over the reference, the
 wall time, and each search's best measured again: all of them in one batch, their rounds in turns for 5 s (a
-search's figures come from its own minutes of a noisy machine; these from the same ones).
+search's figures come from its own minutes of a noisy machine; these from the same ones). With
+``--reference-db`` (a longer tuning of the same tasks on this machine: ``refs-*.sqlite``), its best joins that
+batch, and each search's best is given over it ("vs ref").
 """
 
 import argparse
@@ -31,24 +34,32 @@ from liftpy.tuning.program import ROUTE  # noqa: E402
 
 
 def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
-    """Write ``train_db``'s correct trials of every task but the held-out one, with their cached features,
+    """Write ``train_db``'s correct trials of every task but the held-out one, with their features (their
+    kernels' as recorded, else from ``benchmarks/results/features-<db>.json``; their choices' read afresh),
     into ``db``; how many."""
+    from liftpy.runtime import device_info, get_device
+    from liftpy.tuning.features import NAMES, choice_features
+
     cache = ROOT / "benchmarks/results" / f"features-{Path(train_db).stem}.json"
-    if not cache.exists():
-        raise SystemExit(f"{cache} is missing: run benchmarks/cost_model.py --db {train_db} first")
-    features = json.loads(cache.read_text())
+    features = json.loads(cache.read_text()) if cache.exists() else {}
+    facts = device_info(get_device(None))
     unversioned = held_out_key.rsplit(" ", 1)[0]
     target = TuningDB(db)
-    count = 0
+    count, spaces = 0, {}
     for t in TuningDB(train_db, readonly=True).trials(status="ok"):
-        f = features.get(f"{t.task_key}|{config_key(t.config)}")
-        if not f or not t.time_ms or t.task_key.rsplit(" ", 1)[0] == unversioned:
+        f = t.features if set(NAMES) <= set(t.features) else features.get(f"{t.task_key}|{config_key(t.config)}")
+        if not f or not set(NAMES) <= set(f) or not t.time_ms or t.task_key.rsplit(" ", 1)[0] == unversioned:
             continue
         name, task = task_of(t.task_key, t.label)
+        if task.key not in spaces:
+            spaces[task.key] = task.space(facts)
+        f = {**{n: f[n] for n in NAMES}, **choice_features(spaces[task.key], t.config, facts)}
         target.record(task, ROUTE, t.config, {"name": t.device, "driver": "", "platform": ""},
                       {"status": "ok", "cause": "", "time_ms": t.time_ms, "features": f})
         count += 1
     target.close()
+    if not count:
+        raise SystemExit(f"{train_db}: no trial with today's features (run benchmarks/cost_model.py --db {train_db})")
     return count
 
 
@@ -99,6 +110,7 @@ def main():
     parser.add_argument("--searches", default="random,local,model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-db", default=str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite"))
+    parser.add_argument("--reference-db")
     parser.add_argument("--out")
     args = parser.parse_args()
     from liftpy.nn.conv import route_task
@@ -107,7 +119,7 @@ def main():
     lines = machine_record(None) + [f"{args.trials} trials a search, seed {args.seed}, confirmation off; the model "
                                     f"search trained first on {Path(args.train_db).name}'s other tasks"]
     lines.append(f"{'task':10} {'search':8} {'first/ref':>10} {'to 10%':>7} {'to 5%':>6} {'best/ref':>9} "
-                 f"{'wall s':>7} {'best again, ms':>15}")
+                 f"{'wall s':>7} {'best again, ms':>15} {'vs ref':>7}")
     print("\n".join(lines), flush=True)
     searches = args.searches.split(",")
     for number, name in enumerate(args.tasks.split(",")):
@@ -116,13 +128,26 @@ def main():
         for strategy in (searches if number % 2 == 0 else list(reversed(searches))):
             results[strategy] = search(task, strategy, args.trials, args.seed, args.train_db)
         reference = min(t for times, _, _ in results.values() for t in times if t is not None)
-        again = dict(zip(searches, measured_together(task, [results[s][2] for s in searches], args.seed + 1)))
+        configs = [results[s][2] for s in searches]
+        if args.reference_db:
+            unversioned = task.key.rsplit(" ", 1)[0]
+            known = [t for t in TuningDB(args.reference_db, readonly=True).trials(status="ok")
+                     if t.time_ms and t.task_key.rsplit(" ", 1)[0] == unversioned]
+            configs.append(min(known, key=lambda t: t.time_ms).config)
+        times_again = measured_together(task, configs, args.seed + 1)
+        again = dict(zip(searches, times_again))
+        reference_again = times_again[-1] if args.reference_db else float("nan")
+        if args.reference_db:
+            lines.append(f"{name:10} {'ref':8} {len(known)} trials of {Path(args.reference_db).name}, its best "
+                         f"again {reference_again:.3f} ms")
+            print(lines[-1], flush=True)
         for strategy in searches:
             times, seconds, _ = results[strategy]
             first = times[0] / reference if times and times[0] is not None else float("nan")
             best = min(t for t in times if t is not None) / reference
             line = (f"{name:10} {strategy:8} {first:>9.2f}x {trials_to(times, reference, 0.10):>7} "
-                    f"{trials_to(times, reference, 0.05):>6} {best:>8.2f}x {seconds:>7.0f} {again[strategy]:>15.3f}")
+                    f"{trials_to(times, reference, 0.05):>6} {best:>8.2f}x {seconds:>7.0f} {again[strategy]:>15.3f} "
+                    f"{again[strategy] / reference_again:>6.2f}x")
             lines.append(line)
             print(line, flush=True)
     if args.out:

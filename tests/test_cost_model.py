@@ -7,7 +7,7 @@ import random
 import pytest
 
 from liftpy import nn
-from liftpy.tuning.cost_model import AnalyticModel, LearnedModel, io_lower_bound, kendall_tau, top_recall
+from liftpy.tuning.cost_model import LAUNCH_MS, AnalyticModel, LearnedModel, io_lower_bound, kendall_tau, top_recall
 from liftpy.tuning.features import NAMES, program_features
 
 from .test_features import CPU, generated_candidates
@@ -44,13 +44,38 @@ def features(**values):
     return base
 
 
-def test_the_analytic_model_prefers_less_traffic_wider_vectors_busy_units_and_no_spills():
+def test_the_analytic_model_prefers_fewer_loads_enough_accumulators_busy_units_and_no_spills():
+    """By hand, on a CPU of 4 units and 16 vector registers: a step of 1e6 multiply-adds and as many loads takes
+    0.5e6 cycles (two of each a cycle); twice the loads, twice that; 2 accumulators where 8 keep the pipes full
+    (two multiply-adds a cycle, 4 cycles each), four times; 32 accumulators in 16 registers spill 18, each loaded
+    and stored at every update; one work-group leaves three units idle."""
     model = AnalyticModel()
-    slow_memory = features(global_read_bytes=1e8)
-    assert model.predict([slow_memory])[0] > model.predict([features()])[0]
-    assert model.predict([features(vector_width=1)])[0] > model.predict([features(vector_width=8)])[0]
-    assert model.predict([features(work_groups=1)])[0] > model.predict([features(work_groups=64)])[0]
-    assert model.predict([features(private_share=2.0)])[0] > model.predict([features(private_share=1.0)])[0]
+
+    def time(**values):
+        given = {"update_instructions": 1e6, "load_instructions": 1e6, "accumulators": 8,
+                 "accumulator_share": 0.5, "is_cpu": 1, **values}
+        return model.predict([features(**given)])[0] - LAUNCH_MS  # one kernel's launch
+
+    assert time(load_instructions=2e6) == pytest.approx(2 * time(), rel=1e-3)
+    assert time(accumulators=2, accumulator_share=2 / 16) == pytest.approx(4 * time(), rel=1e-3)
+    assert time(accumulators=32, accumulator_share=2.0) == pytest.approx((1e6 + 2e6 * 18 / 32) / 1e6 * time(),
+                                                                        rel=1e-3)
+    assert time(work_groups=1) == pytest.approx(4 * time(), rel=1e-2)
+    assert time(accumulators=2, accumulator_share=2 / 16, is_cpu=0) == pytest.approx(time(), rel=1e-3)
+
+
+def test_the_analytic_model_reads_an_older_trial_by_its_traffic_and_vectors():
+    """A trial featurised before the instructions were counted: slower with more traffic, narrower vectors,
+    idle units or private values over the budget."""
+    model = AnalyticModel()
+
+    def old(**values):
+        return features(update_instructions=float("nan"), **values)
+
+    assert model.predict([old(global_read_bytes=1e8)])[0] > model.predict([old()])[0]
+    assert model.predict([old(vector_width=1)])[0] > model.predict([old(vector_width=8)])[0]
+    assert model.predict([old(work_groups=1)])[0] > model.predict([old(work_groups=64)])[0]
+    assert model.predict([old(private_share=2.0)])[0] > model.predict([old(private_share=1.0)])[0]
 
 
 def landscape(f):

@@ -81,7 +81,8 @@ def test_the_features_are_named_and_read_the_device():
 def test_a_register_block_is_read_from_the_configuration():
     """A convolution's block of 8 kernels (in vectors of 4 lanes: the outer level's) by 4 windows keeps 8*4/4 = 8
     vector accumulators (8/16 of the registers of a CPU with 8-lane vectors) and loads 8/4 + 4 = 6 values a step;
-    unblocked, one accumulator and two loads (a weight, an input)."""
+    in vectors of 16 lanes, each two of its registers; unblocked, one accumulator and two loads (a weight, an
+    input)."""
     from liftpy.tuning.features import CHOICE_NAMES, choice_features
 
     task = nn.route_task(nn.make_layer(input_shape=(8, 10, 10), kernel_shape=(16, 3, 3), stride=1, padding=0))
@@ -96,5 +97,28 @@ def test_a_register_block_is_read_from_the_configuration():
     assert features["accumulators"] == 8 and features["accumulator_share"] == 8 / 16
     assert features["step_loads"] == 8 / 4 + 4 and features["loads_per_update"] == 6 / 8
     assert (features["vector"], features["vector_outer"], features["parallel"]) == (4, 1, 2)
+    wide = choice_features(space, {**config, "vector": 16, outer.key: 16}, CPU)  # a vector takes two registers
+    assert (wide["accumulators"], wide["step_loads"]) == (16 / 16 * 4 * 2, 16 / 16 * 2 + 4)
     plain = choice_features(space, task.complete({"parallel": 2}), CPU)
     assert (plain["blocked_levels"], plain["accumulators"], plain["step_loads"]) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("block, vector, vector_outer, loads_per_update", [
+    ((1, 1), 0, 0, 2.0),          # unblocked: a weight and an input per multiply-add
+    ((8, 4), 0, 0, (8 + 4) / 32),  # a scalar block of 8 kernels x 4 windows: 12 loads a step of 32 updates
+    ((8, 4), 4, 1, (8 + 4) / 8),   # kernels in gathered vectors of 4: 8 lanes loaded one by one, 4 inputs
+])
+def test_the_loads_of_a_step_are_counted_once_each(block, vector, vector_outer, loads_per_update):
+    """A step of a register block loads each weight and input it uses once, however many updates read it (the C
+    compiler keeps it in a register); counted by hand from the block, against the features of the kernels."""
+    task = nn.route_task(nn.make_layer(input_shape=(8, 10, 10), kernel_shape=(16, 3, 3), stride=1, padding=0))
+    space = task.space(CPU)
+    outer, inner = space.levels[0], space.levels[-1]
+    config = {**dict.fromkeys(space.default(), 0), outer.key: block[0], inner.key: block[1], "parallel": 2,
+              "unroll": int(block != (1, 1)), "vector": vector, "vector_outer": vector_outer}
+    built = build_candidate(Build(task.portable(), CPU, config))
+    assert built.failure is None, built.failure
+    features = built.features
+    assert features["update_instructions"] == 16 * 8 * 8 * 8 * 9 // max(1, vector)
+    # within 1%: the few loads outside the steps
+    assert features["loads_per_update_instruction"] == pytest.approx(loads_per_update, rel=0.01)

@@ -374,3 +374,17 @@ def test_a_model_guided_search_whose_pool_is_spent_draws_another_sample():
                          pool=5)
     proposed = [c["a"] for _ in range(4) for c in search.propose(6)]
     assert len(proposed) == 24 == len(set(proposed))
+
+
+def test_a_model_guided_search_climbs_from_its_best_predicted_before_measuring():
+    """Before anything is measured, the neighbours of the best predicted join the pool, a few rounds: the first
+    proposal beats every sampled candidate, by as many moves as the rounds allow."""
+    from liftpy.tuning.strategy import ModelGuided
+
+    sampled = LineSpace().sample(5, seed=0)
+    nearest = min(line_time(c) for c in sampled)
+    assert nearest >= 5  # the optimum (a = 37) is four moves or more from the sample
+    search = ModelGuided(LineSpace(), 24, 0, [], Oracle(), lambda cs: [{"time": line_time(c)} for c in cs],
+                         pool=5, climbs=4, parents=3)
+    first, = search.propose(1)
+    assert line_time(first) == nearest - 4

@@ -1,15 +1,18 @@
 """Cost models: a candidate's time predicted from its features (:mod:`liftpy.tuning.features`) before it runs.
 
 A :class:`CostModel` predicts, for candidates' features, a figure that orders them as their times would (lower is
-faster; a learned model's is in milliseconds), and learns from measured trials. Two exist:
+faster), and learns from measured trials. Two exist:
 
-- :class:`AnalyticModel` needs no measurement. A candidate's time is taken as the slower of moving its global
-  bytes and making its multiply-adds, each at a nominal rate of the device's compute units and vector width,
-  stretched where its work-groups leave compute units idle or its private values exceed the device's budget.
-  Its figure orders candidates of one task; it knows nothing a device's measurements would teach.
+- :class:`AnalyticModel` needs no measurement. A candidate's time is taken as the cycles of its steps: its
+  multiply-add and load instructions (in the device's vector registers) at the rates of a core's vector pipes,
+  the slower of the two; on a CPU stretched where too few independent accumulators leave the pipes waiting on
+  a multiply-add's latency, and where the accumulators spill out of the registers (each then loaded and stored
+  at every update); spread over the compute units its work-groups keep busy. Its figure orders candidates of one
+  task; it knows nothing a device's measurements would teach. (A candidate featurised before the instructions
+  were counted is taken as the slower of moving its global bytes and making its multiply-adds.)
 - :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
   model TVM's and Ansor's tuners found to rank candidates well) fitted to the logarithm of the measured times of
-  every task of a device, so that what it learns on one layer carries to the next. It needs the ``model``
+  every task of a device, each over its task's fastest, so that what it learns on one layer carries to the next. It needs the ``model``
   extra (``pip install -e .[model]``); without it, or before it has seen enough trials, it predicts as the
   analytic model does.
 
@@ -28,6 +31,16 @@ from .features import CHOICE_NAMES, NAMES
 #: millisecond: nominal rates (a GHz core, a few GB/s of memory per core), only their ratio orders candidates
 NOMINAL_UPDATES_PER_MS = 1.0e6
 NOMINAL_BYTES_PER_MS = 4.0e6
+#: a core's vector pipes: multiply-add and load instructions it starts a cycle, and a multiply-add's latency in
+#: cycles -- what the cores of the last decade have (x86 since Haswell, Arm's big cores); a CPU needs
+#: ``FMA_PER_CYCLE * FMA_LATENCY`` independent accumulators to keep its pipes full. Only ratios order candidates.
+FMA_PER_CYCLE = 2
+LOADS_PER_CYCLE = 2
+FMA_LATENCY = 4
+#: what a kernel's launch costs, in the figure's milliseconds
+LAUNCH_MS = 1e-3
+#: the vector registers a step needs beside its accumulators: an input loaded, a value broadcast
+STEP_OPERANDS = 2
 
 
 class CostModel(Protocol):
@@ -36,7 +49,8 @@ class CostModel(Protocol):
 
     def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]: ...
 
-    def fit(self, features: Sequence[Mapping[str, float]], times_ms: Sequence[float]) -> None: ...
+    def fit(self, features: Sequence[Mapping[str, float]], times_ms: Sequence[float],
+            tasks: Sequence | None = None) -> None: ...
 
 
 def io_lower_bound(updates: float, reuse: float, fast_memory: float) -> float:
@@ -57,18 +71,29 @@ class AnalyticModel:
     def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]:
         return [self._time(f) for f in features]
 
-    def fit(self, features, times_ms) -> None:
+    def fit(self, features, times_ms, tasks=None) -> None:
         """Nothing to learn."""
 
     @staticmethod
     def _time(f: Mapping[str, float]) -> float:
         units = max(1.0, f["compute_units"])
+        busy = min(1.0, f["work_groups"] / units) if f["work_groups"] else 1.0  # units with a group to run
+        if not math.isnan(f.get("update_instructions", math.nan)):
+            updates = max(1.0, f["update_instructions"])
+            accumulators = max(1.0, f.get("accumulators", 1.0))
+            share = f.get("accumulator_share", 0.0)
+            registers = accumulators / share if share > 0 else math.inf
+            spilled = min(accumulators, max(0.0, accumulators + STEP_OPERANDS - registers))
+            loads = f["load_instructions"] + 2 * updates * spilled / accumulators
+            cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE)
+            if f["is_cpu"]:
+                cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / accumulators)
+            return cycles / NOMINAL_UPDATES_PER_MS / units / busy + LAUNCH_MS * f["kernels"]
         lanes = max(1.0, min(f["vector_width"], f["preferred_vector"]))
         arithmetic = f["reduction_updates"] / (units * lanes * NOMINAL_UPDATES_PER_MS)
         moving = (f["global_read_bytes"] + f["global_written_bytes"]) / (units * NOMINAL_BYTES_PER_MS)
-        busy = min(1.0, f["work_groups"] / units) if f["work_groups"] else 1.0  # units with a group to run
         spilled = max(1.0, f["private_share"])  # what exceeds the private budget goes to slower memory
-        return max(arithmetic, moving) / busy * spilled + 1e-3 * f["kernels"]
+        return max(arithmetic, moving) / busy * spilled + LAUNCH_MS * f["kernels"]
 
 
 class LearnedModel:
@@ -92,16 +117,24 @@ class LearnedModel:
     def trained(self) -> bool:
         return self._booster is not None
 
-    def fit(self, features: Sequence[Mapping[str, float]], times_ms: Sequence[float]) -> None:
-        """Fit to these trials (all of a device's, each call afresh: a few thousand rows take a second)."""
-        rows = [(f, t) for f, t in zip(features, times_ms) if t is not None and t > 0 and f]
+    def fit(self, features: Sequence[Mapping[str, float]], times_ms: Sequence[float],
+            tasks: Sequence | None = None) -> None:
+        """Fit to these trials (all of a device's, each call afresh: a few thousand rows take a second). With
+        ``tasks`` (each trial's task), to each trial's time over its task's fastest: a search ranks one task's
+        candidates, and a task's scale -- its size, the device's speed in its minutes -- is then no part of what
+        the trees must learn."""
+        tasks = list(tasks) if tasks is not None else [None] * len(features)
+        rows = [(f, t, k) for f, t, k in zip(features, times_ms, tasks) if t is not None and t > 0 and f]
         if len(rows) < self.least or not self.available():
             return
         import lightgbm
         import numpy as np
 
-        x = np.array([_row(f) for f, _ in rows])
-        y = np.log(np.array([t for _, t in rows]))
+        fastest: dict = {}
+        for _, t, k in rows:
+            fastest[k] = min(t, fastest.get(k, t))
+        x = np.array([_row(f) for f, _, _ in rows])
+        y = np.log(np.array([t / fastest[k] if k is not None else t for _, t, k in rows]))
         params = {"objective": "regression", "learning_rate": 0.1, "num_leaves": 15, "min_data_in_leaf": 3,
                   "feature_fraction": 0.9, "bagging_fraction": 0.9, "bagging_freq": 1, "seed": self.seed,
                   "num_threads": 1, "deterministic": True, "verbose": -1}
@@ -133,17 +166,17 @@ class DeviceModel:
     """A device's model as a tuning uses it: trained on the device's trials (every task's, from the database)
     and on each result as it comes (:meth:`learn`), fitted again before a prediction when results came since."""
 
-    def __init__(self, rows: Sequence[tuple[Mapping[str, float], float]] = (), model: CostModel | None = None):
+    def __init__(self, rows: Sequence[tuple[Mapping[str, float], float, object]] = (), model: CostModel | None = None):
         self.model = model or LearnedModel()
-        self.rows = list(rows)
+        self.rows = list(rows)  # (features, time in ms, its task)
         self._fitted = -1
 
-    def learn(self, features: Mapping[str, float], time_ms: float) -> None:
-        self.rows.append((features, time_ms))
+    def learn(self, features: Mapping[str, float], time_ms: float, task=None) -> None:
+        self.rows.append((features, time_ms, task))
 
     def predict(self, features: Sequence[Mapping[str, float]]) -> list[float]:
         if self._fitted != len(self.rows):
-            self.model.fit([f for f, _ in self.rows], [t for _, t in self.rows])
+            self.model.fit([f for f, _, _ in self.rows], [t for _, t, _ in self.rows], [k for _, _, k in self.rows])
             self._fitted = len(self.rows)
         return self.model.predict(features)
 

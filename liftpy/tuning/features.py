@@ -9,7 +9,10 @@ often each statement runs (its loops' trip counts, the parallel ones included):
   (``acc = acc + w * x``), the multiply-adds of a convolution or a product; and the other stores by space;
 - its parallelism against the device: work-items, work-groups, a group's size, groups per compute unit;
 - what a work-item keeps: private bytes and registers against the device's budget, local bytes a group;
-- the widest vector it loads or stores, against the device's preferred width; kernels, unrolled blocks.
+- the widest vector it loads or stores, against the device's preferred width; kernels, unrolled blocks;
+- its *instructions* in the device's vector registers (a vector of 16 lanes where the device prefers 8 is two):
+  the loads from global or local memory (a gathered vector one per lane, a ``vload`` one per register) and the
+  reduction updates, and their ratio: a step that loads more than it computes waits on its loads.
 
 Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item).
 :func:`choice_features` adds what the route's configuration says that the IR shows only in pieces: each choice
@@ -34,7 +37,7 @@ NAMES = (
     "global_stores", "updates_per_byte", "work_items", "work_groups", "group_size", "groups_per_unit",
     "waves", "updates_per_item", "private_bytes", "private_share", "registers", "local_bytes", "local_share",
     "vector_width", "vector_share", "kernels", "unrolled_blocks", "compute_units", "preferred_vector",
-    "is_cpu",
+    "is_cpu", "load_instructions", "update_instructions", "loads_per_update_instruction",
 )
 
 
@@ -50,25 +53,26 @@ CHOICE_NAMES = (
 def choice_features(space, config: Mapping[str, int], device: Device) -> dict[str, float]:
     """What a route configuration says of its register block (see the module's docstring), by
     :data:`CHOICE_NAMES`: ``space`` is the configuration's :class:`~liftpy.rewrite.route.RouteSpace` (the joined
-    rows' or a rounded level's where the configuration is of that side). A block of ``a x b`` outputs with its
-    ``a`` in vectors of ``v`` lanes keeps ``a b / v`` accumulators and loads ``a / v + b`` values a step (vectors
-    and broadcasts): fewer loads per update, and accumulators within the registers, make a faster step."""
+    rows' or a rounded level's where the configuration is of that side). Counted in the device's vector registers
+    (a vector of 16 lanes where the device prefers 8 takes two): a block of ``a x b`` outputs with its ``a`` in
+    vectors of ``v`` lanes keeps ``a b / v`` vector accumulators and loads ``a / v + b`` values a step (vectors
+    and broadcasts). Fewer loads per update, and accumulators within the registers, make a faster step."""
     from ..rewrite.route import vector_registers
     from ..rewrite.route.choices import ABSENT
 
     config = {**ABSENT, **config}
     side, own = space.side(config) if hasattr(space, "side") else (space, config)
-    blocks = [own.get(level.key, 1) for level in getattr(side, "levels", ())]  # outer first
-    blocked = [b for b in blocks if b > 1]
+    blocked = [b for b in (own.get(level.key, 1) for level in getattr(side, "levels", ())) if b > 1]  # outer first
     outer, inner = (blocked[0], blocked[-1]) if len(blocked) >= 2 else (1, blocked[0] if blocked else 1)
     outputs = math.prod(blocked) if blocked else max(1, config.get("partial", 0))
     lanes = config.get("vector", 0) or 1
+    pieces = math.ceil(lanes / max(1, device.preferred_vector_width_float))  # the device's registers a vector takes
     if len(blocked) >= 2:
         vectorised, other = (outer, inner) if config.get("vector_outer", 0) else (inner, outer)
-        loads = vectorised / lanes + other
+        loads = vectorised / lanes * pieces + other
     else:
-        loads = outputs / lanes + 1
-    accumulators = outputs / lanes
+        loads = outputs / lanes * pieces + 1
+    accumulators = outputs / lanes * pieces
     out = {name: float(config.get(name, 0) or 0) for name in CHOICE_NAMES[:13]}
     out.update(blocked_levels=len(blocked), block_outer=outer, block_inner=inner, block_outputs=outputs,
                accumulators=accumulators, accumulator_share=accumulators / vector_registers(device),
@@ -78,8 +82,7 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
 
 def program_features(generated, device: Device) -> dict[str, float]:
     """The features of a generated program on ``device`` (see the module's docstring), by :data:`NAMES`."""
-    totals = dict.fromkeys(("global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores",
-                            "local_stores", "global_stores", "unrolled_blocks"), 0.0)
+    totals = dict.fromkeys(("global_read_bytes", "global_written_bytes", *_COUNTED), 0.0)
     work_items = work_groups = group_size = 0
     private_bytes = registers = local_bytes = width = 0
     kernels = [plan for plan in generated.kernels if plan.ir is not None]
@@ -88,7 +91,7 @@ def program_features(generated, device: Device) -> dict[str, float]:
         traffic = kernel_traffic(ir)
         totals["global_read_bytes"] += traffic.read
         totals["global_written_bytes"] += traffic.written
-        for name, value in _weighted_stores(ir).items():
+        for name, value in _weighted_counts(ir, device.preferred_vector_width_float).items():
             totals[name] += value
         launch = plan.launch
         items = math.prod(launch.global_size)
@@ -121,40 +124,61 @@ def program_features(generated, device: Device) -> dict[str, float]:
         "compute_units": units,
         "preferred_vector": device.preferred_vector_width_float,
         "is_cpu": float(device.is_cpu),
+        "loads_per_update_instruction": totals["load_instructions"] / max(1.0, totals["update_instructions"]),
     }
     return {name: float(out[name]) for name in NAMES}
 
 
-def _weighted_stores(kernel: Kernel) -> Mapping[str, float]:
-    """Elements stored, by kind, each weighted by how often its statement runs (both sides of a padding
-    branch counted at the share of its loop it covers: the traffic count's rule)."""
-    counts = dict.fromkeys(("reduction_updates", "private_stores", "local_stores", "global_stores",
-                            "unrolled_blocks"), 0.0)
-    extents: dict = {}
+#: what :func:`_weighted_counts` counts
+_COUNTED = ("reduction_updates", "private_stores", "local_stores", "global_stores", "unrolled_blocks",
+            "load_instructions", "update_instructions")
 
-    def go(body: tuple, times: float):
+
+def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
+    """Elements stored, by kind, and load and update instructions (in vector registers of ``preferred`` lanes),
+    each weighted by how often its statement runs (both sides of a padding branch counted at the share of its
+    loop it covers: the traffic count's rule)."""
+    counts = dict.fromkeys(_COUNTED, 0.0)
+    extents: dict = {}
+    in_registers = set(kernel.registers)
+
+    def instructions(lanes: int) -> int:
+        return -(-lanes // max(1, preferred))
+
+    def go(body: tuple, times: float, loaded: set):
+        """``loaded``: what a loop's step has loaded so far -- the same element again is no load (the C
+        compiler's common subexpressions), within an unrolled block too."""
         for s in body:
             if isinstance(s, (Store, VStore)):
-                elements = times * (s.width if isinstance(s, VStore) else 1) * _lanes(s.mem)
+                lanes = (s.width if isinstance(s, VStore) else 1) * _lanes(s.mem)
                 space = s.mem.space
-                counts[f"{space}_stores" if space in ("private", "local", "global") else "private_stores"] += elements
-                if space != "global" and any(isinstance(f, (MemRef, VLoad)) and f.mem is s.mem
-                                             for f in fragments(s.value)):
-                    counts["reduction_updates"] += elements
+                counts[f"{space}_stores" if space in ("private", "local", "global") else "private_stores"] += \
+                    times * lanes
+                parts = list(fragments(s.value))
+                if space != "global" and any(isinstance(f, (MemRef, VLoad)) and f.mem is s.mem for f in parts):
+                    counts["reduction_updates"] += times * lanes
+                    counts["update_instructions"] += times * instructions(lanes)
+                for f in parts:
+                    loads = isinstance(f, VLoad) or (isinstance(f, MemRef) and not f.mem.is_variable
+                                                     and f.mem not in in_registers)
+                    if loads and (key := (id(f.mem), str(f.offset), isinstance(f, VLoad))) not in loaded:
+                        loaded.add(key)
+                        read = f.width * _lanes(f.mem) if isinstance(f, VLoad) else _lanes(f.mem)
+                        counts["load_instructions"] += times * instructions(read)
             elif isinstance(s, (ParFor, SeqFor)):
                 extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
-                go(s.body, times * s.extent)
+                go(s.body, times * s.extent, set())
             elif isinstance(s, Unrolled):
                 counts["unrolled_blocks"] += 1
-                go(s.body, times)
+                go(s.body, times, loaded)
             elif isinstance(s, Produce):
-                go(s.body, times)
+                go(s.body, times, loaded)
             elif isinstance(s, If):
                 inside = branch_share(s, extents.get(s.var))
-                go(s.then, times * inside)
-                go(s.orelse, times * (1 - inside))
+                go(s.then, times * inside, set(loaded))
+                go(s.orelse, times * (1 - inside), set(loaded))
 
-    go(kernel.body, 1.0)
+    go(kernel.body, 1.0, set())
     return counts
 
 

@@ -85,20 +85,24 @@ class LocalSearch:
 
 
 class ModelGuided:
-    """A search a cost model guides (:mod:`liftpy.tuning.cost_model`): a pool of candidates -- ``first``, a
-    random sample of ``pool`` configurations, and, as results come, the neighbours of the fastest measured (an
-    evolutionary step over the route's moves) -- is featurised without running anything (``featurise``:
-    configurations -> their features, None where one does not build) and ranked by the model; each batch is its
-    best-ranked unmeasured candidates but for a share ``explore`` drawn at random from the pool. Every result
-    observed is handed on (``learn(features, time)``), so that the model is trained again before the next batch.
-    When the pool is spent, another random sample joins it. ``trials`` (the budget) is taken as every strategy
-    takes it; the pool does not depend on it."""
+    """A search a cost model guides (:mod:`liftpy.tuning.cost_model`): a pool of candidates -- ``first`` where
+    given, a random sample of ``pool`` configurations, and the neighbours (the route's moves) of the fastest
+    measured and of the best predicted, an evolutionary step whose fitness is measured time where known and the
+    model's figure elsewhere -- is featurised without running anything (``featurise``: configurations -> their
+    features, None where one does not build) and ranked by the model; each batch is its best-ranked unmeasured
+    candidates but for a share ``explore`` drawn at random from the pool (before a batch, a climb: the
+    neighbours of the best predicted not expanded yet, joined to the pool, ``climbs`` of them in a search: each
+    neighbourhood is a few dozen candidates to generate). Every result observed is handed on
+    (``learn(features, time)``), so that the model is trained again before the next batch. When the pool is
+    spent, another random sample joins it. ``trials`` (the budget) is taken as every strategy takes it; the pool
+    does not depend on it."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
                  learn: Callable[[dict, float], None] = lambda features, time_ms: None,
-                 pool: int = 64, explore: float = 0.125, parents: int = 3):
+                 pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3):
         self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
+        self._climbs_left = climbs
         self.first = [first] if isinstance(first, dict) else list(first or [])
         self.pool_size, self.explore, self.parents = pool, explore, parents
         self.rng = random.Random(seed)
@@ -107,19 +111,23 @@ class ModelGuided:
         self.configs: dict[str, dict] = {}
         self.times: dict[str, float] = {}  # by config_key, of the correct trials
         self.proposed: set[str] = set()
-        self._expanded: set[str] = set()  # measured configurations whose neighbours are in the pool
+        self._expanded: set[str] = set()  # candidates whose neighbours are in the pool
         self._samples = 0  # random samples drawn into the pool so far
 
     def propose(self, n: int) -> list[dict[str, int]]:
         """The ``n`` candidates to measure next (fewer when the pool and the space are spent)."""
         self._grow()
-        open_keys = self._open()
-        while len(open_keys) < n and self._grow(sample=True):  # the pool spent: more of the space, if it has any
-            open_keys = self._open()
-        if not open_keys:
+        ranked = self._ranked()
+        while self._climbs_left > 0:  # the best predicted's neighbours, until none beats them (a few in a search)
+            self._climbs_left -= 1
+            top = next((k for k in ranked[: self.parents] if k not in self._expanded), None)
+            if top is None or not self._expand([top]):
+                break
+            ranked = self._ranked()
+        while len(ranked) < n and self._grow(sample=True):  # the pool spent: more of the space, if it has any
+            ranked = self._ranked()
+        if not ranked:
             return []
-        scores = dict(zip(open_keys, self.model.predict([self.features[k] for k in open_keys])))
-        ranked = sorted(open_keys, key=scores.__getitem__)
         explored = min(len(ranked) - min(n, len(ranked)), int(n * self.explore + 0.5)) if n > 1 else 0
         chosen = ranked[: n - explored]
         rest = ranked[n - explored:]
@@ -127,22 +135,36 @@ class ModelGuided:
         self.proposed.update(chosen)
         return [dict(self.configs[k]) for k in chosen]
 
-    def _open(self) -> list[str]:
-        return [k for k, f in self.features.items() if f is not None and k not in self.proposed]
+    def _ranked(self) -> list[str]:
+        """The pool's unmeasured candidates, best predicted first."""
+        open_keys = [k for k, f in self.features.items() if f is not None and k not in self.proposed]
+        if not open_keys:
+            return []
+        scores = dict(zip(open_keys, self.model.predict([self.features[k] for k in open_keys])))
+        return sorted(open_keys, key=scores.__getitem__)
 
     def _grow(self, sample: bool = False) -> int:
         """The pool made larger: ``first`` and a random sample at the start (and with ``sample``, another),
-        then the neighbours of the fastest measured not expanded yet; the new candidates featurised (how many)."""
+        then the neighbours of the fastest measured; how many new candidates."""
         new: list[dict] = [] if self._samples else list(self.first)
         if sample or not self._samples:
             new += self.space.sample(self.pool_size, seed=self.seed + self._samples)
             self._samples += 1
-        for key in sorted(self.times, key=self.times.get)[: self.parents]:
+        return self._add(new) + self._expand(sorted(self.times, key=self.times.get)[: self.parents])
+
+    def _expand(self, keys: Sequence[str]) -> int:
+        """The neighbours of these candidates not expanded yet joined to the pool; how many new candidates."""
+        new: list[dict] = []
+        for key in keys:
             if key not in self._expanded:
                 self._expanded.add(key)
                 new += self.space.neighbours(self.configs[key])
+        return self._add(new)
+
+    def _add(self, configs: Sequence[dict]) -> int:
+        """Candidates not in the pool yet featurised and joined to it; how many."""
         fresh = []
-        for config in new:
+        for config in configs:
             key = config_key(config)
             if key not in self.configs:
                 self.configs[key] = dict(config)

@@ -221,20 +221,22 @@ class Tuner:
         return _Tuned(slot, space, strategy, measured)
 
     def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
+        """The search of a task, told the route's starting points: the model-guided one ranks them with the rest of
+        its pool, the others measure them first."""
         first = space.starting_points()
-        if callable(self.strategy):
-            return self.strategy(space, trials, self.seed, first)
         if self.strategy == "model":
             model = self._device_model()
             return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
-                               model.learn, pool=MODEL_POOL)
+                               lambda features, time_ms: model.learn(features, time_ms, task.key), pool=MODEL_POOL)
+        if callable(self.strategy):
+            return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
 
     def _device_model(self) -> DeviceModel:
         """The device's cost model, trained on every task's trials of the device in the database."""
         if self._model is None:
-            rows = [(t.features, t.time_ms) for t in self.database.trials(device=self.device["name"], status="ok")
-                    if t.features and t.time_ms]
+            rows = [(t.features, t.time_ms, t.task_key)
+                    for t in self.database.trials(device=self.device["name"], status="ok") if t.features and t.time_ms]
             self._model = DeviceModel(rows)
         return self._model
 
