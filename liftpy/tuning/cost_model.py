@@ -12,9 +12,9 @@ faster), and learns from measured trials. Two exist:
   were counted is taken as the slower of moving its global bytes and making its multiply-adds.)
 - :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
   model TVM's and Ansor's tuners found to rank candidates well) fitted to the logarithm of the measured times of
-  every task of a device, each over its task's fastest, so that what it learns on one layer carries to the next. It needs the ``model``
-  extra (``pip install -e .[model]``); without it, or before it has seen enough trials, it predicts as the
-  analytic model does.
+  every task of a device, each over its task's fastest, so that what it learns on one layer carries to the
+  next. It needs the ``model`` extra (``pip install -e .[model]``); without it, or before it has seen enough
+  trials, it predicts as the analytic model does.
 
 :func:`io_lower_bound` is the I/O lower bound of a direct convolution (or a product) that the analytic part
 compares a candidate's traffic with.
