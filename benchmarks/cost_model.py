@@ -71,6 +71,14 @@ def featurise(task_key: str, label: str, configs: list[dict]) -> list[dict | Non
     return out
 
 
+def recorded_features(trial, cached: dict) -> dict | None:
+    """A trial's kernels' features: as it was recorded with them, else as ``cached`` (by task and configuration)
+    holds them; None where neither has today's."""
+    key = f"{trial.task_key}|{config_key(trial.config)}"
+    f = trial.features if set(NAMES) <= set(trial.features) else cached.get(key)
+    return {n: f[n] for n in NAMES} if f and set(NAMES) <= set(f) else None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default=str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite"))
@@ -86,16 +94,14 @@ def main():
     cache = ROOT / "benchmarks/results" / f"features-{Path(args.db).stem}.json"
     known = json.loads(cache.read_text()) if cache.exists() else {}
     known = {key: f for key, f in known.items() if f is None or set(NAMES) <= set(f)}  # made by an older liftpy: again
-    for t in trials:  # recorded with its kernels' features: read as they are
-        if set(NAMES) <= set(t.features):
-            known[f"{t.task_key}|{config_key(t.config)}"] = {n: t.features[n] for n in NAMES}
     by_label: dict[str, list] = {}  # by the task's name
     names = {}
     for t in trials:
         if t.task_key not in names:
             names[t.task_key] = task_of(t.task_key, t.label)[0]
         by_label.setdefault(names[t.task_key], []).append(t)
-    missing = {label: [t for t in ts if f"{t.task_key}|{config_key(t.config)}" not in known]
+    missing = {label: [t for t in ts if recorded_features(t, known) is None
+                       and f"{t.task_key}|{config_key(t.config)}" not in known]
                for label, ts in by_label.items()}
     with ProcessPoolExecutor(args.workers) as pool:
         jobs = {label: pool.submit(featurise, ts[0].task_key, ts[0].label, [t.config for t in ts])
@@ -110,8 +116,8 @@ def main():
     rows = {}
     for label, ts in by_label.items():
         space = task_of(ts[0].task_key, ts[0].label)[1].space(facts)
-        rows[label] = [({**known[key], **choice_features(space, t.config, facts)}, t.time_ms) for t in ts
-                       if known.get(key := f"{t.task_key}|{config_key(t.config)}")]
+        rows[label] = [({**f, **choice_features(space, t.config, facts)}, t.time_ms) for t in ts
+                       if (f := recorded_features(t, known))]
     lines = machine_record(None) + [f"database: {args.db}; features: {cache.name}; leave-one-task-out"]
     lines.append(f"{'task':16} {'trials':>6} {'tau learned':>12} {'tau analytic':>13} {'top5 in 20':>11} "
                  f"{'first/best learned':>19} {'first/best analytic':>20}")

@@ -26,10 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cost_model import task_of  # noqa: E402
+from benchmarks.cost_model import recorded_features, task_of  # noqa: E402
 from benchmarks.vgg16 import machine_record  # noqa: E402
 from liftpy.tuning import Slot, Tuner, TuningDB  # noqa: E402
-from liftpy.tuning.db import config_key  # noqa: E402
 from liftpy.tuning.program import ROUTE  # noqa: E402
 
 
@@ -38,7 +37,7 @@ def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
     kernels' as recorded, else from ``benchmarks/results/features-<db>.json``; their choices' read afresh),
     into ``db``; how many."""
     from liftpy.runtime import device_info, get_device
-    from liftpy.tuning.features import NAMES, choice_features
+    from liftpy.tuning.features import choice_features
 
     cache = ROOT / "benchmarks/results" / f"features-{Path(train_db).stem}.json"
     features = json.loads(cache.read_text()) if cache.exists() else {}
@@ -47,13 +46,13 @@ def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
     target = TuningDB(db)
     count, spaces = 0, {}
     for t in TuningDB(train_db, readonly=True).trials(status="ok"):
-        f = t.features if set(NAMES) <= set(t.features) else features.get(f"{t.task_key}|{config_key(t.config)}")
-        if not f or not set(NAMES) <= set(f) or not t.time_ms or t.task_key.rsplit(" ", 1)[0] == unversioned:
+        f = recorded_features(t, features)
+        if not f or not t.time_ms or t.task_key.rsplit(" ", 1)[0] == unversioned:
             continue
         name, task = task_of(t.task_key, t.label)
         if task.key not in spaces:
             spaces[task.key] = task.space(facts)
-        f = {**{n: f[n] for n in NAMES}, **choice_features(spaces[task.key], t.config, facts)}
+        f = {**f, **choice_features(spaces[task.key], t.config, facts)}
         target.record(task, ROUTE, t.config, {"name": t.device, "driver": "", "platform": ""},
                       {"status": "ok", "cause": "", "time_ms": t.time_ms, "features": f})
         count += 1

@@ -362,14 +362,18 @@ class Catalogue(Mapping[str, RuleFamily]):
 
 def load_text(text: str, filename: str = "<rules>", group: str | None = None) -> Catalogue:
     """Read rules from text (the format in this module's docstring)."""
-    group = group or Path(filename).stem
-    return Catalogue(TextRule(source, group) for source in read_rules(text, filename))
+    return _of_sources(read_rules(text, filename), group or Path(filename).stem)
+
+
+def _of_sources(sources, group: str) -> Catalogue:
+    """The catalogue of rules read (:func:`read_rules`), in ``group``."""
+    return Catalogue(TextRule(source, group) for source in sources)
 
 
 def load_file(path: str | Path) -> Catalogue:
     """Read a rule file, and the Python rules and ``STRATEGIES`` of the module beside it (``x.py`` beside
-    ``x.rules``). What the file's text elaborates to is kept in liftpy's disk cache (:mod:`liftpy._cache`):
-    reading the catalogue's rules takes a new process 0.3 s, reading them from the cache 0.03 s."""
+    ``x.rules``). What the file's text elaborates to is kept in liftpy's disk cache (:mod:`liftpy._cache`),
+    which a new process reads about ten times faster than it elaborates the rules again."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -378,7 +382,7 @@ def load_file(path: str | Path) -> Catalogue:
     from .._cache import remembered
 
     sources = remembered("rules", f"{path}\n{text}", lambda: read_rules(text, str(path)))
-    catalogue = Catalogue(TextRule(source, path.stem) for source in sources)
+    catalogue = _of_sources(sources, path.stem)
     beside = path.with_suffix(".py")
     if beside.exists():
         module = _module(beside)

@@ -66,7 +66,7 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     outer, inner = (blocked[0], blocked[-1]) if len(blocked) >= 2 else (1, blocked[0] if blocked else 1)
     outputs = math.prod(blocked) if blocked else max(1, config.get("partial", 0))
     lanes = config.get("vector", 0) or 1
-    pieces = math.ceil(lanes / max(1, device.preferred_vector_width_float))  # the device's registers a vector takes
+    pieces = _registers(lanes, device.preferred_vector_width_float)
     if len(blocked) >= 2:
         vectorised, other = (outer, inner) if config.get("vector_outer", 0) else (inner, outer)
         loads = vectorised / lanes * pieces + other
@@ -141,10 +141,6 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
     counts = dict.fromkeys(_COUNTED, 0.0)
     extents: dict = {}
     in_registers = set(kernel.registers)
-
-    def instructions(lanes: int) -> int:
-        return -(-lanes // max(1, preferred))
-
     def go(body: tuple, times: float, loaded: set):
         """``loaded``: what a loop's step has loaded so far -- the same element again is no load (the C
         compiler's common subexpressions), within an unrolled block too."""
@@ -157,14 +153,14 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
                 parts = list(fragments(s.value))
                 if space != "global" and any(isinstance(f, (MemRef, VLoad)) and f.mem is s.mem for f in parts):
                     counts["reduction_updates"] += times * lanes
-                    counts["update_instructions"] += times * instructions(lanes)
+                    counts["update_instructions"] += times * _registers(lanes, preferred)
                 for f in parts:
                     loads = isinstance(f, VLoad) or (isinstance(f, MemRef) and not f.mem.is_variable
                                                      and f.mem not in in_registers)
                     if loads and (key := (id(f.mem), str(f.offset), isinstance(f, VLoad))) not in loaded:
                         loaded.add(key)
                         read = f.width * _lanes(f.mem) if isinstance(f, VLoad) else _lanes(f.mem)
-                        counts["load_instructions"] += times * instructions(read)
+                        counts["load_instructions"] += times * _registers(read, preferred)
             elif isinstance(s, (ParFor, SeqFor)):
                 extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
                 go(s.body, times * s.extent, set())
@@ -180,6 +176,12 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
 
     go(kernel.body, 1.0, set())
     return counts
+
+
+def _registers(lanes: int, preferred: int) -> int:
+    """The device's vector registers (of ``preferred`` lanes) a value of ``lanes`` floats takes: an instruction
+    each to load or update it."""
+    return -(-lanes // max(1, preferred))
 
 
 def _lanes(memory) -> int:
