@@ -122,3 +122,17 @@ def test_the_loads_of_a_step_are_counted_once_each(block, vector, vector_outer, 
     assert features["update_instructions"] == 16 * 8 * 8 * 8 * 9 // max(1, vector)
     # within 1%: the few loads outside the steps
     assert features["loads_per_update_instruction"] == pytest.approx(loads_per_update, rel=0.01)
+
+
+@pytest.mark.parametrize("n, m, k, far", [(64, 48, 32, 0), (4, 1024, 8, 4 * 1024 * 8)])
+def test_the_cache_lines_a_step_brings_are_counted_from_its_addresses(n, m, k, far):
+    """An unblocked product's work-item (i, j) reads a row of ``a`` along its reduction, 4 bytes a step (one pass
+    of ``k`` steps spans ``ceil(4k / 64)`` lines), and a column of ``b``, ``4m`` bytes a step: a new line each
+    step (and a new page where ``4m >= 4096``)."""
+    task = ProgramTask.make(PROGRAMS / "matmul.lift", {"n": n, "m": m, "k": k})
+    config = {**dict.fromkeys(task.space(CPU).default(), 0), "parallel": 2}
+    built = build_candidate(Build(task.portable(), CPU, config))
+    assert built.failure is None, built.failure
+    assert built.features["cache_lines"] == n * m * (math.ceil(4 * k / 64) + k)
+    assert built.features["far_loads"] == far
+    assert built.features["lines_per_update"] == pytest.approx((math.ceil(4 * k / 64) + k) / k)

@@ -5,16 +5,18 @@ faster), and learns from measured trials. Two exist:
 
 - :class:`AnalyticModel` needs no measurement. A candidate's time is taken as the cycles of its steps: its
   multiply-add and load instructions (in the device's vector registers) at the rates of a core's vector pipes,
-  the slower of the two; on a CPU stretched where too few independent accumulators leave the pipes waiting on
-  a multiply-add's latency, and where the accumulators spill out of the registers (each then loaded and stored
-  at every update); spread over the compute units its work-groups keep busy. Its figure orders candidates of one
+  the slower of the two, and a cycle for each cache line its loads bring from the next level (a step's loads
+  that move by a row or a plane wait on a line each; those that stream along a row, on one every few steps);
+  on a CPU stretched where too few independent accumulators leave the pipes waiting on a multiply-add's
+  latency, and where the accumulators spill out of the registers (each then loaded and stored at every
+  update); spread over the compute units its work-groups keep busy. Its figure orders candidates of one
   task; it knows nothing a device's measurements would teach. (A candidate featurised before the instructions
   were counted is taken as the slower of moving its global bytes and making its multiply-adds.)
 - :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
   model TVM's and Ansor's tuners found to rank candidates well) fitted to the logarithm of the measured times of
   every task of a device, each over its task's fastest, so that what it learns on one layer carries to the
-  next. It needs the ``model`` extra (``pip install -e .[model]``); without it, or before it has seen enough
-  trials, it predicts as the analytic model does.
+  next; its figure is that time times the analytic model's. It needs the ``model`` extra (``pip install -e
+  .[model]``); without it, or before it has seen enough trials, it predicts as the analytic model does.
 
 :func:`io_lower_bound` is the I/O lower bound of a direct convolution (or a product) that the analytic part
 compares a candidate's traffic with.
@@ -37,6 +39,8 @@ NOMINAL_BYTES_PER_MS = 4.0e6
 FMA_PER_CYCLE = 2
 LOADS_PER_CYCLE = 2
 FMA_LATENCY = 4
+#: cache lines a core's first-level cache takes in a cycle from the next level (64 bytes a cycle)
+LINES_PER_CYCLE = 1
 #: what a kernel's launch costs, in the figure's milliseconds
 LAUNCH_MS = 1e-3
 #: the vector registers a step needs beside its accumulators: an input loaded, a value broadcast
@@ -86,6 +90,8 @@ class AnalyticModel:
             spilled = min(accumulators, max(0.0, accumulators + STEP_OPERANDS - registers))
             loads = f["load_instructions"] + 2 * updates * spilled / accumulators
             cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE)
+            if not math.isnan(f.get("cache_lines", math.nan)):  # each new line waits on the next level of cache
+                cycles += f["cache_lines"] / LINES_PER_CYCLE
             if f["is_cpu"]:
                 cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / accumulators)
             return cycles / NOMINAL_UPDATES_PER_MS / units / busy + LAUNCH_MS * f["kernels"]
@@ -98,7 +104,10 @@ class AnalyticModel:
 
 class LearnedModel:
     """Gradient-boosted trees on the device's measured trials (see the module's docstring); the analytic model
-    until ``least`` trials have been seen, or where LightGBM is not installed."""
+    until ``least`` trials have been seen, or where LightGBM is not installed. Its figure is the trees' time
+    (over the task's fastest) times the analytic model's: the trees learn from a few tasks, and the analytic
+    figure keeps a candidate unlike any of theirs where the formula puts it (their first picks on a held-out task
+    are nearer its best than the trees' alone: ``benchmarks/results/cost-model-loto-*``)."""
 
     def __init__(self, least: int = 24, seed: int = 0):
         self.least, self.seed = least, seed
@@ -146,7 +155,8 @@ class LearnedModel:
             return self.fallback.predict(features)
         import numpy as np
 
-        return [float(v) for v in np.exp(self._booster.predict(np.array([_row(f) for f in features])))]
+        learned = np.exp(self._booster.predict(np.array([_row(f) for f in features])))
+        return [float(v) for v in learned * np.array(self.fallback.predict(features))]
 
 
 #: the columns a learned model reads: every feature (a choice's missing from a trial featurised before they

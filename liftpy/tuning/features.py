@@ -12,7 +12,10 @@ often each statement runs (its loops' trip counts, the parallel ones included):
 - the widest vector it loads or stores, against the device's preferred width; kernels, unrolled blocks;
 - its *instructions* in the device's vector registers (a vector of 16 lanes where the device prefers 8 is two):
   the loads from global or local memory (a gathered vector one per lane, a ``vload`` one per register) and the
-  reduction updates, and their ratio: a step that loads more than it computes waits on its loads.
+  reduction updates, and their ratio: a step that loads more than it computes waits on its loads;
+- the *cache lines* its global loads bring each time they run (:func:`_new_lines`: a load that moves by a line
+  or more a step brings its lines each step, one that streams along a row a line every few steps, one that
+  does not move with the loop around it none), and how many of them jump a page or more a step.
 
 Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item).
 :func:`choice_features` adds what the route's configuration says that the IR shows only in pieces: each choice
@@ -26,6 +29,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from ..arith import affine_in
 from ..codegen.c import MemRef, VLoad, fragments
 from ..codegen.kir import If, Kernel, ParFor, Produce, SeqFor, Store, Unrolled, VStore, walk
 from ..codegen.traffic import branch_share, kernel_traffic
@@ -38,6 +42,7 @@ NAMES = (
     "waves", "updates_per_item", "private_bytes", "private_share", "registers", "local_bytes", "local_share",
     "vector_width", "vector_share", "kernels", "unrolled_blocks", "compute_units", "preferred_vector",
     "is_cpu", "load_instructions", "update_instructions", "loads_per_update_instruction",
+    "cache_lines", "far_loads", "lines_per_update",
 )
 
 
@@ -125,13 +130,20 @@ def program_features(generated, device: Device) -> dict[str, float]:
         "preferred_vector": device.preferred_vector_width_float,
         "is_cpu": float(device.is_cpu),
         "loads_per_update_instruction": totals["load_instructions"] / max(1.0, totals["update_instructions"]),
+        "lines_per_update": totals["cache_lines"] / max(1.0, totals["update_instructions"]),
     }
     return {name: float(out[name]) for name in NAMES}
 
 
 #: what :func:`_weighted_counts` counts
 _COUNTED = ("reduction_updates", "private_stores", "local_stores", "global_stores", "unrolled_blocks",
-            "load_instructions", "update_instructions")
+            "load_instructions", "update_instructions", "cache_lines", "far_loads")
+
+#: bytes of a cache line, and of a page: a load whose address moves a line or more a step brings a new line each
+#: step (a stream of smaller steps brings one every few); one that moves a page or more defeats the prefetchers
+#: and the TLB's reach
+LINE_BYTES = 64
+PAGE_BYTES = 4096
 
 
 def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
@@ -141,9 +153,10 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
     counts = dict.fromkeys(_COUNTED, 0.0)
     extents: dict = {}
     in_registers = set(kernel.registers)
-    def go(body: tuple, times: float, loaded: set):
+    def go(body: tuple, times: float, loaded: set, loops: tuple = ()):
         """``loaded``: what a loop's step has loaded so far -- the same element again is no load (the C
-        compiler's common subexpressions), within an unrolled block too."""
+        compiler's common subexpressions), within an unrolled block too; ``loops``: the enclosing loops'
+        (variable, trip count), innermost last, whose steps move the loads' addresses."""
         for s in body:
             if isinstance(s, (Store, VStore)):
                 lanes = (s.width if isinstance(s, VStore) else 1) * _lanes(s.mem)
@@ -161,21 +174,48 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
                         loaded.add(key)
                         read = f.width * _lanes(f.mem) if isinstance(f, VLoad) else _lanes(f.mem)
                         counts["load_instructions"] += times * _registers(read, preferred)
+                        if f.mem.space == "global":
+                            lines, far = _new_lines(f, loops)
+                            counts["cache_lines"] += times * lines
+                            counts["far_loads"] += times * far
             elif isinstance(s, (ParFor, SeqFor)):
                 extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
-                go(s.body, times * s.extent, set())
+                go(s.body, times * s.extent, set(), (*loops, (s.var, s.extent)))
             elif isinstance(s, Unrolled):
                 counts["unrolled_blocks"] += 1
-                go(s.body, times, loaded)
+                go(s.body, times, loaded, loops)
             elif isinstance(s, Produce):
-                go(s.body, times, loaded)
+                go(s.body, times, loaded, loops)
             elif isinstance(s, If):
                 inside = branch_share(s, extents.get(s.var))
-                go(s.then, times * inside, set(loaded))
-                go(s.orelse, times * (1 - inside), set(loaded))
+                go(s.then, times * inside, set(loaded), loops)
+                go(s.orelse, times * (1 - inside), set(loaded), loops)
 
     go(kernel.body, 1.0, set())
     return counts
+
+
+def _new_lines(load, loops: tuple) -> tuple[float, float]:
+    """The new cache lines a global load brings each time it runs, and how often its address then moved a page
+    or more (0 to 1), inside ``loops`` ((variable, trip count), innermost last). Its address moves with the
+    innermost loop whose variable it depends on; the loops inside that one reuse its line. A pass of that loop
+    touches every line its ``n`` steps span where a step moves less than a line, else the load's lines at each
+    step; a pass is taken to start on lines not touched before (the loops outside move to other rows, planes
+    or blocks). An address not affine in that variable is taken as moving by a page a step."""
+    offset = load.offset
+    inner_trips = 1
+    for var, trips in reversed(loops):
+        if var in offset.free_vars():
+            break
+        inner_trips *= trips
+    else:
+        return 0.0, 0.0  # the same element for the whole kernel: once, not counted
+    moved = (offset.subs({var: 1}) - offset.subs({var: 0})).as_int() if affine_in(offset, var) else None
+    step = abs(moved) * load.mem.leaf_bytes if moved is not None else PAGE_BYTES
+    span = load.mem.leaf_bytes * (load.width if isinstance(load, VLoad) else 1)
+    per_step = -(-span // LINE_BYTES)
+    lines = trips * per_step if step >= LINE_BYTES else -(-((trips - 1) * step + span) // LINE_BYTES)
+    return lines / trips / inner_trips, float(step >= PAGE_BYTES) / inner_trips
 
 
 def _registers(lanes: int, preferred: int) -> int:
