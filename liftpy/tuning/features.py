@@ -214,8 +214,9 @@ def _new_lines(load, loops: tuple) -> tuple[float, float]:
     step = abs(moved) * load.mem.leaf_bytes if moved is not None else PAGE_BYTES
     span = load.mem.leaf_bytes * (load.width if isinstance(load, VLoad) else 1)
     per_step = -(-span // LINE_BYTES)
-    lines = trips * per_step if step >= LINE_BYTES else -(-((trips - 1) * step + span) // LINE_BYTES)
-    return lines / trips / inner_trips, float(step >= PAGE_BYTES) / inner_trips
+    lines = trips * per_step if step >= LINE_BYTES else -(-(max(0, trips - 1) * step + span) // LINE_BYTES)
+    runs = max(1, trips) * max(1, inner_trips)  # a loop of no step runs the load no time: its count is 0 anyway
+    return lines / runs, float(step >= PAGE_BYTES) / max(1, inner_trips)
 
 
 def _registers(lanes: int, preferred: int) -> int:
