@@ -4,6 +4,9 @@
                                 [--train-db benchmarks/results/vgg16-route-zen3.sqlite]
                                 [--reference-db DB] [--out FILE]
 
+A task is a VGG-16 layer (``vgg16.10``), a program of examples/programs/ at benchmarks/programs.py's sizes
+(``conv1x1``), or one at sizes of its own (``conv1x1@C=512:H=13:K=1000:N=1:W=13``: SqueezeNet's classifier).
+
 Each search tunes each task in a fresh database (confirmation off, so that every trial is one the search chose).
 The model-guided one starts from a database holding ``--train-db``'s trials of the device's *other* tasks,
 with their features (``benchmarks/results/features-<db>.json``, made by benchmarks/cost_model.py): the model a
@@ -95,6 +98,22 @@ def measured_together(task, configs: list[dict], seed: int) -> list[float]:
     return [r["time_ms"] if r["status"] == "ok" else float("nan") for r in results]
 
 
+def program_task(name: str):
+    """A program of examples/programs/ by its name, at benchmarks/programs.py's sizes or, after ``@``, at the
+    sizes given (``conv1x1@C=512:H=13:K=1000:N=1:W=13``)."""
+    import numpy as np
+
+    from benchmarks.programs import PROGRAMS, cases
+    from liftpy.tuning import ProgramTask
+
+    program, _, given = name.partition("@")
+    if not given:
+        return task_of("", program)[1]
+    constants = cases(np.random.default_rng(0))[program][1]
+    sizes = {key: int(value) for key, value in (pair.split("=") for pair in given.split(":"))}
+    return ProgramTask.make(PROGRAMS / f"{program}.lift", sizes, None, tuple(constants))
+
+
 def trials_to(times, reference: float, within: float) -> str:
     for i, t in enumerate(times, 1):
         if t is not None and t <= reference * (1 + within):
@@ -122,7 +141,7 @@ def main():
     print("\n".join(lines), flush=True)
     searches = args.searches.split(",")
     for number, name in enumerate(args.tasks.split(",")):
-        task = route_task(VGG16[name]) if name in VGG16 else task_of("", name)[1]
+        task = route_task(VGG16[name]) if name in VGG16 else program_task(name)
         results = {}
         for strategy in (searches if number % 2 == 0 else list(reversed(searches))):
             results[strategy] = search(task, strategy, args.trials, args.seed, args.train_db)
