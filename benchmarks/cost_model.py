@@ -33,6 +33,11 @@ from liftpy.tuning.db import config_key  # noqa: E402
 from liftpy.tuning.features import NAMES, choice_features  # noqa: E402
 
 
+def unversioned(task_key: str) -> str:
+    """A task's key less the route's version: a database of an older route holds the same tasks."""
+    return task_key.rsplit(" ", 1)[0]
+
+
 @functools.lru_cache(maxsize=None)  # asked once a trial: each task is made once
 def task_of(task_key: str, label: str):
     """(name, task) of a trial's task: a VGG-16 layer (matched by its key, less the route's version: a database
@@ -43,9 +48,6 @@ def task_of(task_key: str, label: str):
     from liftpy.nn.conv import route_task
     from liftpy.nn.layers import VGG16
     from liftpy.tuning import ProgramTask
-
-    def unversioned(key):
-        return key.rsplit(" ", 1)[0]
 
     for name, layer in VGG16.items():
         task = route_task(layer)

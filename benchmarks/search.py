@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.cost_model import recorded_features, task_of  # noqa: E402
+from benchmarks.cost_model import recorded_features, task_of, unversioned  # noqa: E402
 from benchmarks.vgg16 import machine_record  # noqa: E402
 from liftpy.tuning import Slot, Tuner, TuningDB  # noqa: E402
 from liftpy.tuning.program import ROUTE  # noqa: E402
@@ -45,12 +45,12 @@ def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
     cache = ROOT / "benchmarks/results" / f"features-{Path(train_db).stem}.json"
     features = json.loads(cache.read_text()) if cache.exists() else {}
     facts = device_info(get_device(None))
-    unversioned = held_out_key.rsplit(" ", 1)[0]
+    held_out = unversioned(held_out_key)
     target = TuningDB(db)
     count, spaces = 0, {}
     for t in TuningDB(train_db, readonly=True).trials(status="ok"):
         f = recorded_features(t, features)
-        if not f or not t.time_ms or t.task_key.rsplit(" ", 1)[0] == unversioned:
+        if not f or not t.time_ms or unversioned(t.task_key) == held_out:
             continue
         name, task = task_of(t.task_key, t.label)
         if task.key not in spaces:
@@ -148,9 +148,8 @@ def main():
         reference = min(t for times, _, _ in results.values() for t in times if t is not None)
         configs = [results[s][2] for s in searches]
         if args.reference_db:
-            unversioned = task.key.rsplit(" ", 1)[0]
             known = [t for t in TuningDB(args.reference_db, readonly=True).trials(status="ok")
-                     if t.time_ms and t.task_key.rsplit(" ", 1)[0] == unversioned]
+                     if t.time_ms and unversioned(t.task_key) == unversioned(task.key)]
             configs.append(min(known, key=lambda t: t.time_ms).config)
         times_again = measured_together(task, configs, args.seed + 1)
         again = dict(zip(searches, times_again))

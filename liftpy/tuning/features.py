@@ -153,6 +153,7 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
     counts = dict.fromkeys(_COUNTED, 0.0)
     extents: dict = {}
     in_registers = set(kernel.registers)
+
     def go(body: tuple, times: float, loaded: set, loops: tuple = ()):
         """``loaded``: what a loop's step has loaded so far -- the same element again is no load (the C
         compiler's common subexpressions), within an unrolled block too; ``loops``: the enclosing loops'
@@ -199,7 +200,7 @@ def _new_lines(load, loops: tuple) -> tuple[float, float]:
     """The new cache lines a global load brings each time it runs, and how often its address then moved a page
     or more (0 to 1), inside ``loops`` ((variable, trip count), innermost last). Its address moves with the
     innermost loop whose variable it depends on; the loops inside that one reuse its line. A pass of that loop
-    touches every line its ``n`` steps span where a step moves less than a line, else the load's lines at each
+    touches every line its steps span where a step moves less than a line, else the load's lines at each
     step; a pass is taken to start on lines not touched before (the loops outside move to other rows, planes
     or blocks). An address not affine in that variable is taken as moving by a page a step."""
     offset = load.offset
