@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=0,
                         help="tuning trials per distinct task of each network, given with one budget (0: none)")
     parser.add_argument("--db", default="networks.sqlite")
-    parser.add_argument("--search", choices=STRATEGIES, default="local",
+    parser.add_argument("--search", choices=STRATEGIES, default="model",
                         help="the tuner's search strategy (liftpy tune --search)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds, one call of each library")
     parser.add_argument("--threads", type=int, default=os.cpu_count())

@@ -783,10 +783,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", metavar="ADDRESS",
                    help="tune on a Ray cluster (host:port of its head, or auto): one runner per OpenCL device of "
                         "each node, the database here (pip install -e .[ray])")
-    p.add_argument("--search", choices=["local", "random", "model"], default="local",
-                   help="the search: local (random samples, then the neighbours of the fastest; the default), "
-                        "random, or model (candidates ranked by a cost model learned from this device's trials; "
-                        "pip install -e .[model])")
+    p.add_argument("--search", choices=["model", "local", "random"], default="model",
+                   help="the search: model (candidates ranked by a cost model, learned from this device's trials "
+                        "where LightGBM is installed: pip install -e .[model]; the default), local (random samples, "
+                        "then the neighbours of the fastest) or random")
 
     p = add("report", "the best configurations, failures and Pareto front of a tuning database", cmd_report)
     program_options(p, "program")
@@ -820,7 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials-per-batch", type=positive_int, default=8,
                    help="candidates built ahead and measured together (default 8)")
     p.add_argument("--ray", metavar="ADDRESS", help="tune on a Ray cluster (see liftpy tune --help)")
-    p.add_argument("--search", choices=["local", "random", "model"], default="local",
+    p.add_argument("--search", choices=["model", "local", "random"], default="model",
                    help="the search (see liftpy tune --help)")
 
     add("devices", "list OpenCL platforms and devices with their limits", cmd_devices)

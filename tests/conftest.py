@@ -6,6 +6,9 @@ from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+#: tuning options for tests of the tuner's mechanics, which are the same for every search: the local search, which
+#: ranks nothing before measuring (the model-guided search, the default, is tested on its own), and no progress line
+QUIET = dict(progress=False, strategy="local")
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=60, deadline=None)

@@ -12,6 +12,7 @@ from liftpy.rewrite.route import RouteSpace
 
 from . import reference
 from .test_programs import _close as close_to_reference
+from .conftest import QUIET
 
 CONV2D = Path(liftpy.__file__).parent / "nn" / "conv2d.lift"
 
@@ -81,7 +82,7 @@ def test_either_function_of_the_file_is_tuned_alone(tmp_path):
     computes the reference's convolution (the other function is left out of the rewrites)."""
     x, weights, _, sizes = _layer(2)
     best = liftpy.tune(CONV2D, sizes=sizes, function="conv2dNoBias", trials=3, db=tmp_path / "t.sqlite",
-                       repeat=1, confirm=0, progress=False, constants=("weights",))
+                       repeat=1, confirm=0, **QUIET, constants=("weights",))
     assert [f.name for f in best.program.functions] == ["conv2dNoBias"]
     assert all(t.status == "ok" for t in best.trials) and len(best.trials) == 3
     expected = reference.conv2d_groups_nchw(x, weights, None, sizes["stride"], sizes["padSize"], sizes["dilation"],

@@ -16,6 +16,7 @@ from liftpy.tuning.program import close_to
 from .conftest import EXAMPLES
 from .faults import _body_start, _edit_output_kernel
 from .reference import conv2d_nchw, conv2d_windows
+from .conftest import QUIET
 
 STRIDE, PADDING = (1, 1), (1, 1, 1, 1)
 
@@ -171,7 +172,7 @@ def test_winograds_first_call_on_nan_and_inf_passes_its_spread_nans(tmp_path):
     layer = nn.make_layer((4, 8, 8), (6, 3, 3), 1, 1)
     task = winograd.winograd_task(layer)
     liftpy.tune(task.path, sizes=task.size_map, trials=2, db=tmp_path / "t.sqlite", function=task.function,
-                constants=task.constants, repeat=1, progress=False, confirm=0)
+                constants=task.constants, repeat=1, **QUIET, confirm=0)
     x, w, b = _layer_data()
     x = np.ascontiguousarray(x[:, :, :8, :8])
     conv2d = nn.Conv2d(w, b, stride=1, padding=1, db=tmp_path / "t.sqlite")

@@ -25,6 +25,7 @@ from liftpy.errors import DeviceError, InputError  # noqa: E402
 from liftpy.tuning import Batch, Build, LocalSearch, TuningDB, tune_task  # noqa: E402
 from liftpy.tuning.builder import build_candidate  # noqa: E402
 from liftpy.tuning.db import config_key  # noqa: E402
+from .conftest import QUIET
 
 pytestmark = pytest.mark.ray
 
@@ -257,7 +258,7 @@ def test_tuning_survives_a_node_lost_mid_batch(cluster, tmp_path, monkeypatch):
         killer.start()
         try:
             best = tune_task(task, trials=TRIALS, db=ray_db, runner=runner, seed=SEED, repeat=1, batch=BATCH,
-                             progress=False)
+                             **QUIET)
         finally:
             done.set()
             killer.join()
@@ -288,7 +289,7 @@ def test_tuning_survives_a_node_lost_mid_batch(cluster, tmp_path, monkeypatch):
     monkeypatch.setattr(TuningDB, "record", real_record)
     local_db = tmp_path / "local.sqlite"
     start = time.perf_counter()
-    local = tune_task(task, trials=TRIALS, db=local_db, seed=SEED, repeat=1, batch=BATCH, progress=False)
+    local = tune_task(task, trials=TRIALS, db=local_db, seed=SEED, repeat=1, batch=BATCH, **QUIET)
     print(f"local run in {time.perf_counter() - start:.1f} s: best {local.time_ms:.3f} ms {local.config} "
           f"({'the same' if local.config == best.config else 'not the same'} as the cluster's)")
     space = task.space(runner.device_facts)

@@ -10,6 +10,7 @@ from liftpy.rewrite.stages import join_stages, split_stages
 from liftpy.tuning.program import ProgramTask
 from liftpy.tuning.tuner import HOISTED_TRIALS, task_slots
 from liftpy.tuning.db import TuningDB
+from .conftest import QUIET
 
 # three stages: weights scaled (reads only a constant: run once, when prepared), a padded 3-tap filter, and
 # the same filter again over its result; `padded` only rearranges data: no stage, it goes with its readers
@@ -115,7 +116,7 @@ def test_stages_lowered_apart_join_into_one_program_with_their_vals_renamed_apar
 def test_a_staged_program_is_tuned_stage_by_stage_and_its_best_joined(tmp_path):
     db = tmp_path / "t.sqlite"
     task = _task(tmp_path)
-    best = liftpy.tune(task.path, sizes=SIZES, trials=7, db=db, repeat=1, progress=False, confirm=1,
+    best = liftpy.tune(task.path, sizes=SIZES, trials=7, db=db, repeat=1, **QUIET, confirm=1,
                        constants=("ws",))
     assert set(best.config) == {"scaled", "smoothed", "twoFilters"}
     counts = [len(t.trials) for t in best.stages]  # the stage run once its two; the scheduler shares the rest

@@ -19,6 +19,7 @@ from liftpy.tuning.program import ProgramTask, check_reference, reduced_sizes
 
 from . import reference
 from .test_programs import PROGRAMS
+from .conftest import QUIET
 
 CONV = PROGRAMS / "conv_bias_relu.lift"
 CONV_SIZES = {"N": 1, "C": 4, "H": 9, "W": 10, "K": 6, "kernelHeight": 3, "kernelWidth": 3,
@@ -34,7 +35,7 @@ def _conv_reference(x, w, b):
 
 def test_tune_a_program_from_python_and_run_the_best(tmp_path):
     db = tmp_path / "t.sqlite"
-    best = liftpy.tune(str(CONV), sizes=CONV_SIZES, trials=5, db=db, repeat=1, progress=False, confirm=2,
+    best = liftpy.tune(str(CONV), sizes=CONV_SIZES, trials=5, db=db, repeat=1, **QUIET, confirm=2,
                        constants=("weights", "biases"))
     assert best.time_ms > 0 and set(best.config) == {"parallel", "sequential_outer", "unroll", "local_size", "vector",
                                                      "vector_outer", "pad_copy", "partial", "reorder", "local_memory",
@@ -49,7 +50,7 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
     out = best.compile().run({"weights": w, "biases": b, "input": x}).output
     np.testing.assert_allclose(out, _conv_reference(x, w, b), rtol=1e-4, atol=1e-4)
     # resumed: five more trials, none repeated; the database keys the program by its structure and sizes
-    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=10, db=db, repeat=1, progress=False, confirm=0)
+    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=10, db=db, repeat=1, **QUIET, confirm=0)
     configs = [tuple(sorted(t.config.items())) for t in again.trials]
     assert len(configs) == 10 == len(set(configs))
     with sqlite3.connect(db) as conn:
@@ -62,7 +63,7 @@ def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_pa
     """A database from before ``pad_copy`` existed (its configurations lack it) resumes: its trials count
     as the configurations with the choice's value by absence, and the search measures only new ones."""
     db = tmp_path / "t.sqlite"
-    liftpy.tune(CONV, sizes=CONV_SIZES, trials=4, db=db, repeat=1, progress=False, confirm=0)
+    liftpy.tune(CONV, sizes=CONV_SIZES, trials=4, db=db, repeat=1, **QUIET, confirm=0)
     with sqlite3.connect(db) as conn:
         for row_id, text in conn.execute("SELECT id, config FROM trials").fetchall():
             config = json.loads(text)
@@ -70,7 +71,7 @@ def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_pa
                 conn.execute("UPDATE trials SET config = ? WHERE id = ?", (json.dumps(config, sort_keys=True), row_id))
         old = conn.execute("SELECT COUNT(*) FROM trials WHERE config NOT LIKE '%pad_copy%'").fetchone()[0]
     assert old >= 1
-    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=7, db=db, repeat=1, progress=False, confirm=0)
+    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=7, db=db, repeat=1, **QUIET, confirm=0)
     completed = [tuple(sorted({"pad_copy": 0, **t.config}.items())) for t in again.trials]
     assert len(completed) == 7 == len(set(completed))
 
@@ -82,7 +83,7 @@ def test_a_wrong_kernel_is_recorded_and_never_chosen(tmp_path):
     from .faults import faulty
 
     db = tmp_path / "t.sqlite"
-    best = liftpy.tune(CONV, sizes=CONV_SIZES, trials=12, db=db, repeat=1, progress=False, confirm=0,
+    best = liftpy.tune(CONV, sizes=CONV_SIZES, trials=12, db=db, repeat=1, **QUIET, confirm=0,
                        fault="tests.faults:first_work_item_returns")
     wrong = [t for t in best.trials if faulty(t.config)]
     sound = [t for t in best.trials if not faulty(t.config)]

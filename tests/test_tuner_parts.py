@@ -18,6 +18,7 @@ from liftpy.device import Device
 from liftpy.errors import DeviceError, InternalError
 from liftpy.tuning import Built, Slot, TaskScheduler, Tuner, TuningDB
 from liftpy.tuning.db import config_key
+from .conftest import QUIET
 
 SMALL = dict(input_shape=(8, 12, 12), kernel_shape=(8, 3, 3), stride=1, padding=1)
 FACTS = Device(name="fake device", kind="cpu", compute_units=2, max_work_group_size=4096,
@@ -48,6 +49,21 @@ class FakeBuilder:
 
     def close(self):
         pass
+
+
+class FeaturingBuilder(FakeBuilder):
+    """A FakeBuilder whose candidates have features: those the analytic model reads, its time the landscape's
+    (in millions of multiply-adds). Logs every configuration built, in order."""
+
+    def build(self, builds):
+        futures = super().build(builds)
+        for build, future in zip(builds, futures):
+            self.log.append(("built", config_key(build.config)))
+            features = dict(compute_units=1, work_groups=1, vector_width=1, preferred_vector=1, private_share=0,
+                            global_read_bytes=0, global_written_bytes=0, kernels=0,
+                            reduction_updates=landscape(build.config) * 1e6)
+            future._result = Built(build, "generated", None, 0.0, features)
+        return futures
 
 
 class FakeRunner:
@@ -105,7 +121,7 @@ def task():
 def tune(db, trials, log=None, runner=None, **options):
     log = [] if log is None else log
     runner = runner or FakeRunner(log)
-    with Tuner(db, runner=runner, builder=FakeBuilder(log), progress=False, **options) as tuner:
+    with Tuner(db, runner=runner, builder=FakeBuilder(log), **QUIET, **options) as tuner:
         return tuner.tune([Slot(task())], trials)[0], runner
 
 
@@ -306,7 +322,7 @@ def test_a_candidate_whose_first_launch_kills_the_builder_is_built_again_for_the
 
     builder = Compiling(log)
     db = tmp_path / "t.sqlite"
-    with Tuner(db, runner=Local(log), builder=builder, progress=False, confirm=0, batch=4) as tuner:
+    with Tuner(db, runner=Local(log), builder=builder, **QUIET, confirm=0, batch=4) as tuner:
         best = tuner.tune([Slot(task())], 10)[0]
     trials = rows(db)
     assert len(trials) == 10 and len({config_key(t.config) for t in trials}) == 10
@@ -388,3 +404,23 @@ def test_a_model_guided_search_climbs_from_its_best_predicted_before_measuring()
                          pool=5, climbs=4, parents=3)
     first, = search.propose(1)
     assert line_time(first) == nearest - 4
+
+
+def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures(tmp_path):
+    """With no search named, a tuning is model-guided: before its first batch runs, the builder featurises a pool
+    (POOL_PER_TRIAL candidates a trial of the budget, the starting points with them, a climb's neighbours), and
+    the first batch is the pool's best predicted -- here, where the analytic model reads the landscape's time,
+    its fastest."""
+    from liftpy.tuning.tuner import FIRST_BATCH, POOL_PER_TRIAL
+
+    log = []
+    trials = 4
+    with Tuner(tmp_path / "t.sqlite", runner=FakeRunner(log), builder=FeaturingBuilder(log), progress=False,
+               confirm=0) as tuner:
+        tuner.tune([Slot(task())], trials)
+    before_run = log[:next(i for i, entry in enumerate(log) if entry[0] == "run")]
+    pool = {entry[1] for entry in before_run if entry[0] == "built"}
+    assert len(pool) >= POOL_PER_TRIAL * trials
+    measured = [t.time_ms for t in rows(tmp_path / "t.sqlite")]
+    assert len(measured) == trials
+    assert sorted(measured[:FIRST_BATCH]) == sorted(landscape(json.loads(k)) for k in pool)[:FIRST_BATCH]

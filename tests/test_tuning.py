@@ -22,6 +22,7 @@ from liftpy.tuning.report import pareto_front
 
 from .faults import faulty
 from .reference import conv2d_hwc
+from .conftest import QUIET
 
 # The tuner's mechanics are tested on the direct program of a 3x3 layer (algorithm "direct"); Winograd's program
 # of the same layer, tuned stage by stage, and the choice between the two, in tests/test_winograd.py.
@@ -39,14 +40,14 @@ def rows(db_path):
 
 def test_trials_are_recorded_and_resumed_without_repeats(tmp_path):
     db = tmp_path / "t.sqlite"
-    first = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=1, repeat=2, progress=False).trials
+    first = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=1, repeat=2, **QUIET).trials
     assert len(first) == 6
     for t in first:
         assert t.status == "ok" and t.time_ms > 0 and t.max_error <= 1 and t.memory_bytes > 0
     assert all(json.loads(r[6]) for r in rows(db))  # kernel source hashes stored
     # what a cost model reads is stored with each trial: 8 kernels x 12 x 12 outputs x 8 channels x 9 taps
     assert all(t.features["reduction_updates"] == 8 * 12 * 12 * 8 * 9 for t in first)
-    again = liftpy.tune(SMALL, algorithm="direct", trials=9, db=db, seed=1, repeat=2, progress=False).trials
+    again = liftpy.tune(SMALL, algorithm="direct", trials=9, db=db, seed=1, repeat=2, **QUIET).trials
     trials = [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in again]
     assert len(again) == 9 and len(set(trials)) == 9  # three new trials, none repeated
     assert trials[:6] == [(t.algorithm, json.dumps(t.config, sort_keys=True)) for t in first]
@@ -60,7 +61,7 @@ def test_planted_faults_are_recorded_as_wrong_and_never_chosen(tmp_path, fault):
     (tests/faults.py: half of the configurations) are caught by the check -- on fresh inputs, in buffers filled
     with NaN, against the naive lowering -- and never chosen."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=10, db=db, seed=3, repeat=1, progress=False,
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=10, db=db, seed=3, repeat=1, **QUIET,
                          fault=f"tests.faults:{fault}", confirm=2).trials
     wrong = [t for t in trials if faulty(t.config)]
     sound = [t for t in trials if not faulty(t.config)]
@@ -95,7 +96,7 @@ def test_every_batch_is_checked_on_inputs_of_its_own(tmp_path):
     from liftpy.interpreter import random_inputs
 
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=0, repeat=1, progress=False, confirm=0,
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=0, repeat=1, **QUIET, confirm=0,
                          batch=3).trials
     seeds = [t.check_seed for t in trials]
     # the batches: the first of two (FIRST_BATCH), then of three, then the last trial
@@ -137,7 +138,7 @@ def test_hung_trials_are_recorded_and_the_search_goes_on(tmp_path):
     """A kernel that never ends is killed after the time limit, counted from when the (started, ready)
     worker receives the job; the next trial runs in a fresh worker."""
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=3, repeat=1, progress=False, timeout=5,
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=3, repeat=1, **QUIET, timeout=5,
                          fault="tests.faults:hang", confirm=0).trials
     hung = [t for t in trials if faulty(t.config)]
     assert hung and all(t.status == "timeout" and "no result after 5 s" in t.cause for t in hung)
@@ -153,7 +154,7 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
 
     db = tmp_path / "t.sqlite"
     with pytest.raises(InternalError) as caught:
-        liftpy.tune(SMALL, algorithm="direct", trials=3, db=db, seed=0, repeat=1, progress=False, fault="tests.faults:no_such_fault")
+        liftpy.tune(SMALL, algorithm="direct", trials=3, db=db, seed=0, repeat=1, **QUIET, fault="tests.faults:no_such_fault")
     assert "a bug in liftpy" in caught.value.message and str(caught.value.path) in caught.value.message
     report = caught.value.path.read_text()
     assert "Traceback" in report and "no_such_fault" in report
@@ -199,7 +200,7 @@ def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
 
 def test_report_export_and_default_configuration(tmp_path, capsys):
     db = tmp_path / "t.sqlite"
-    liftpy.tune(SMALL, algorithm="direct", trials=5, db=db, seed=2, repeat=2, progress=False)
+    liftpy.tune(SMALL, algorithm="direct", trials=5, db=db, seed=2, repeat=2, **QUIET)
     assert main(["report", "--db", str(db), *SMALL_ARGS, "-o", str(tmp_path / "figures")]) == 0
     out = capsys.readouterr().out
     assert "5 trials, 5 correct" in out and "GFLOP/s" in out
@@ -456,7 +457,7 @@ def test_refusing_a_bad_database(tmp_path):
 
 def test_far_slower_configurations_are_timed_once(tmp_path):
     db = tmp_path / "t.sqlite"
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=12, db=db, seed=4, repeat=3, progress=False, cutoff=1.0, confirm=0).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=12, db=db, seed=4, repeat=3, **QUIET, cutoff=1.0, confirm=0).trials
     once = [t for t in trials if "timed once" in t.cause]
     assert once, "with a cutoff of 1x the best, slower configurations are timed once"
     assert all(t.status == "ok" and t.max_error <= 1 for t in once)  # still checked against the reference
@@ -468,7 +469,7 @@ def test_far_slower_configurations_are_timed_once(tmp_path):
 def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
     db = tmp_path / "t.sqlite"
     # no cutoff: a tiny kernel's first run can jitter past 10x the best and be timed once
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, **QUIET, confirm=2, cutoff=None).trials
     assert len([t for t in trials if t.status == "ok"]) == 6
     again = [t for t in trials if "measured again" in t.cause]
     assert 2 <= len(again) <= 6  # the fastest two not measured yet, a pass, until the fastest is one of them
@@ -481,7 +482,7 @@ def test_the_fastest_trials_are_measured_again_in_turns(tmp_path):
         assert len(times) >= 4
         assert t.time_ms == pytest.approx(statistics.median(times[2:]), rel=1e-6)
     # a later run does not measure again what has been measured again (a trial newly among the fastest it does)
-    more = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, progress=False, confirm=2, cutoff=None).trials
+    more = liftpy.tune(SMALL, algorithm="direct", trials=6, db=db, seed=5, repeat=2, **QUIET, confirm=2, cutoff=None).trials
     assert {(t.algorithm, str(t.config), t.time_ms) for t in again} <= \
         {(t.algorithm, str(t.config), t.time_ms) for t in more if "measured again" in t.cause}
     with sqlite3.connect(db) as conn:
@@ -528,7 +529,7 @@ def test_a_starting_point_near_the_fastest_is_measured_again_with_it(tmp_path):
     for config, time_ms in ((others[0], 1.0), (starts[1], near), (others[1], near), (starts[2], SECOND_LOOK + 0.1)):
         db.record(task, "route", config, device, {"status": "ok", "time_ms": time_ms, "max_error": 0.1})
     db.close()
-    trials = liftpy.tune(SMALL, algorithm="direct", trials=4, db=tmp_path / "t.sqlite", repeat=1, progress=False, confirm=1).trials
+    trials = liftpy.tune(SMALL, algorithm="direct", trials=4, db=tmp_path / "t.sqlite", repeat=1, **QUIET, confirm=1).trials
     again = [task.complete(t.config) for t in trials if t.measured_again]
     assert others[0] in again and starts[1] in again
     assert others[1] not in again and starts[2] not in again

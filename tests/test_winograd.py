@@ -14,6 +14,7 @@ from liftpy.tuning.db import TuningDB
 
 from . import reference
 from .test_nn import _run_host_script
+from .conftest import QUIET
 
 
 def _inputs(layer, seed):
@@ -62,7 +63,7 @@ def test_the_stages_are_tuned_and_the_layer_runs_winograd_when_it_is_the_fastest
     assert [s.stage for s in task.stages()] == ["v", "u", "m", "conv2dWinograd"]
     assert [s.hoisted for s in task.stages()] == [False, True, False, False]  # u: the kernels' transform
     tuned = liftpy.tune(task.path, sizes=task.size_map, trials=5, db=db, function=task.function,
-                        constants=task.constants, repeat=1, progress=False, confirm=0)
+                        constants=task.constants, repeat=1, **QUIET, confirm=0)
     assert set(tuned.config) == {"v", "u", "m", "conv2dWinograd"}
     database = TuningDB(db)
     known = best_in_database(database, layer, None)
@@ -98,7 +99,7 @@ def test_a_layer_whose_winograd_program_gets_no_correct_trial_keeps_the_direct_p
     db = tmp_path / "t.sqlite"
     layer = make_layer((4, 7, 9), (6, 3, 3), 1, 1)
     fault = "tests.faults:winograd_weights_scaled"
-    best = liftpy.tune(layer, trials=2, db=db, repeat=1, progress=False, confirm=0, fault=fault)
+    best = liftpy.tune(layer, trials=2, db=db, repeat=1, **QUIET, confirm=0, fault=fault)
     assert not best.stages and best.task == nn.route_task(layer)
     assert best.trials and all(t.status == "ok" for t in best.trials)  # one budget: the scheduler's share
     note = capsys.readouterr().err
@@ -110,7 +111,7 @@ def test_a_layer_whose_winograd_program_gets_no_correct_trial_keeps_the_direct_p
     assert best_in_database(database, layer, None).name == DIRECT
     database.close()
     with pytest.raises(NoCorrectTrial, match="stage u"):
-        liftpy.tune(layer, trials=2, db=db, repeat=1, progress=False, confirm=0, fault=fault, algorithm=WINOGRAD)
+        liftpy.tune(layer, trials=2, db=db, repeat=1, **QUIET, confirm=0, fault=fault, algorithm=WINOGRAD)
     x, w, b = _inputs(layer, 5)
     out = nn.conv2d(x, w, b, 1, 1, db=db)  # the direct program's best, against the reference
     np.testing.assert_allclose(out, _expected(layer, x, w, b), rtol=1e-4, atol=1e-4)
@@ -121,7 +122,7 @@ def test_without_winograds_stages_the_direct_program_is_known(tmp_path):
     layer = make_layer((2, 6, 6), (2, 3, 3), 1, 1)
     task = nn.route_task(layer)
     liftpy.tune(task.path, sizes=task.size_map, trials=2, db=db, function=task.function, constants=task.constants,
-                repeat=1, progress=False, confirm=0)
+                repeat=1, **QUIET, confirm=0)
     database = TuningDB(db)
     assert best_in_database(database, layer, None).name == DIRECT
     database.close()

@@ -265,19 +265,21 @@ def _sole_load(e: CExpr) -> MemRef | None:
 
 # ------------------------------------------------------------------------------------------------ traversal
 def fragments(e: Fragment) -> Iterator[Fragment]:
-    """Every fragment of an expression, outermost first."""
-    yield e
-    if isinstance(e, CExpr):
-        for p in e.parts:
-            yield from fragments(p)
-    elif isinstance(e, Guarded):
-        yield from fragments(e.inside)
-        yield from fragments(e.border)
-        if e.safe is not None:
-            yield from fragments(e.safe)
-    elif isinstance(e, VectorOf):
-        for lane in e.lanes:
-            yield from fragments(lane)
+    """Every fragment of an expression, outermost first (a stack, not nested generators: the passes and the
+    features walk millions of fragments a tuning)."""
+    stack = [e]
+    while stack:
+        f = stack.pop()
+        yield f
+        if isinstance(f, CExpr):
+            stack.extend(reversed(f.parts))
+        elif isinstance(f, Guarded):
+            if f.safe is not None:
+                stack.append(f.safe)
+            stack.append(f.border)
+            stack.append(f.inside)
+        elif isinstance(f, VectorOf):
+            stack.extend(reversed(f.lanes))
 
 
 def indices(e: Fragment) -> Iterator[Expr]:

@@ -145,10 +145,12 @@ class Kernel:
 # ------------------------------------------------------------------------------------------------ traversal
 def walk(body: tuple) -> Iterator[Stmt]:
     """Every statement of a body, outer first, in program order."""
-    for s in body:
+    stack = list(reversed(body))
+    while stack:
+        s = stack.pop()
         yield s
-        for name in BODIES.get(type(s), ()):
-            yield from walk(getattr(s, name))
+        for name in reversed(BODIES.get(type(s), ())):
+            stack.extend(reversed(getattr(s, name)))
 
 
 def map_bodies(stmt: Stmt, f: Callable[[tuple], tuple]) -> Stmt:

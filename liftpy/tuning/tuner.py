@@ -54,9 +54,15 @@ BATCH = 8
 #: before, only a spell of 2x or more (the worst seen on the shared machines here) could race out a true rival
 RACE = 2.0
 #: the search strategies a tuning can be asked for by name
-STRATEGIES = ("local", "random", "model")
-#: random candidates a model-guided search featurises and ranks at its start (then the neighbours of the best)
+STRATEGIES = ("model", "local", "random")
+#: random candidates a model-guided search featurises and ranks at its start (then the neighbours of the best):
+#: at most MODEL_POOL, POOL_PER_TRIAL for each trial of its budget (a candidate costs its generation, a few tenths
+#: of a second: a search of a few trials need not pay a minute to rank them)
 MODEL_POOL = 64
+POOL_PER_TRIAL = 8
+#: the climbs of a model-guided search (the neighbours of its best predicted, before a batch): one, and one more
+#: each CLIMB_TRIALS trials of its budget, at most MODEL_CLIMBS
+MODEL_CLIMBS, CLIMB_TRIALS = 3, 10
 #: candidates in a tuning's first batch: built quickly, so that the runner starts while the next is built
 FIRST_BATCH = 2
 #: how long the rivals measured again take rounds in turns: the figure of a pick must hold across the machine's
@@ -119,16 +125,16 @@ class Tuner:
     """The tuning context: a database (the path: only the tuner writes it), a runner (default: a
     :class:`~liftpy.tuning.runner.LocalRunner` on ``device``), a builder (default: the runner's, else a
     :class:`~liftpy.tuning.builder.LocalBuilder` whose processes the local runner pauses while it times), a
-    strategy per task (``"local"``: :class:`LocalSearch`, the default; ``"random"``; ``"model"``:
-    :class:`ModelGuided`, ranked by the device's learned cost model; or a factory ``strategy(space, trials,
-    seed, first)``), the timing protocol (``repeat``: its rounds) and the search's options. A runner measuring several batches at once says
-    how many in ``parallelism`` (a Ray cluster's devices); the tuner keeps that many in flight, and builds the next
-    while they run. Use it in a ``with`` block, or close it; a runner or builder given is the caller's to close."""
+    strategy per task (``"model"``: :class:`ModelGuided`, ranked by the device's cost model, the default;
+    ``"local"``: :class:`LocalSearch`; ``"random"``; or a factory ``strategy(space, trials, seed, first)``), the
+    timing protocol (``repeat``: its rounds) and the search's options. A runner measuring several batches at once
+    says how many in ``parallelism`` (a Ray cluster's devices); the tuner keeps that many in flight, and builds the
+    next while they run. Use it in a ``with`` block, or close it; a runner or builder given is the caller's to close."""
 
     def __init__(self, db: str | Path = "tuning.sqlite", device=None, *, seed: int = 0, repeat: int = 5,
                  timeout: float = 120.0, progress: bool = True, confirm: int = 4, cutoff: float | None = 10.0,
                  batch: int = BATCH, builder=None, runner=None,
-                 strategy: str | Callable[..., SearchStrategy] = "local", fault: str | None = None):
+                 strategy: str | Callable[..., SearchStrategy] = "model", fault: str | None = None):
         leave_if_importing_the_script()
         _check_budget(0, repeat, confirm, timeout, batch)
         self.db, self.seed, self.timeout, self.progress = db, seed, timeout, progress
@@ -227,7 +233,9 @@ class Tuner:
         if self.strategy == "model":
             model = self._device_model()
             return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
-                               lambda features, time_ms: model.learn(features, time_ms, task.key), pool=MODEL_POOL)
+                               lambda features, time_ms: model.learn(features, time_ms, task.key),
+                               pool=min(MODEL_POOL, POOL_PER_TRIAL * trials),
+                               climbs=min(MODEL_CLIMBS, 1 + trials // CLIMB_TRIALS))
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
@@ -242,21 +250,35 @@ class Tuner:
 
     def _featurise(self, task: ProgramTask, configs: list[dict]) -> list[dict | None]:
         """Candidates' features, from the builder (lowered and generated, nothing compiled or run); None for
-        one that does not build."""
-        futures = self.builder.build([Build(task.portable(), self.device_facts, c) for c in configs])
+        one that does not build. A process that dies generating one (nothing compiled) dies as it starts, where
+        it imports a script that tunes as it is imported: the tuning stops, saying so."""
+        builds = [Build(task.portable(), self.device_facts, c) for c in configs]
         out = []
-        for future in futures:
+        for build, future in zip(builds, self.builder.build(builds)):
             try:
                 built = future.result(timeout=self.timeout)
-            except (FutureTimeout, BrokenProcessPool, CancelledError) as e:
-                if not isinstance(e, CancelledError):  # cancelled: the builder was reset for another candidate
-                    self._reset_builder(e)
+            except CancelledError:  # the builder was reset for another candidate: built again, alone
+                try:
+                    built = self.builder.build([build])[0].result(timeout=self.timeout)
+                except (FutureTimeout, BrokenProcessPool, CancelledError) as e:
+                    self._featurise_failed(e)
+                    out.append(None)
+                    continue
+            except (FutureTimeout, BrokenProcessPool) as e:
+                self._featurise_failed(e)
                 out.append(None)
                 continue
             if built.failure is not None and built.failure["status"] == "bug":
                 self._stop_for_bug(task, built.config, None, built.failure["cause"])
             out.append(built.features if built.failure is None else None)
         return out
+
+    def _featurise_failed(self, error: Exception) -> None:
+        """A candidate featurised past the time limit, or whose process died: the builder started afresh; a
+        process that died generating (nothing compiled), the tuning stopped (:meth:`_featurise`)."""
+        self._reset_builder(error)
+        if isinstance(error, BrokenProcessPool):
+            raise InputError(f"a builder process died: {SCRIPT_GUARD}") from None
 
     def _reset_builder(self, error: Exception) -> None:
         """After a build past the time limit (its process is stuck) or a process that died: the builder started
