@@ -17,6 +17,7 @@ import liftpy.onnx
 from liftpy.errors import InputError, LiftError
 from liftpy.nn.network import MemoryPlan
 
+from .conftest import QUIET
 from .onnx_models import Builder, fire_net, residual_net
 
 NO_DB = "/nonexistent/tuning.sqlite"  # the route's defaults: no database is read
@@ -292,7 +293,7 @@ def test_a_convolution_runs_winograds_program_where_the_database_has_it_faster(t
     (algorithm, task), = [(name, task) for name, task in step.programs if name == WINOGRAD]
     assert task.function == ("conv2dWinogradClip" if activation else "conv2dWinograd")
     db = tmp_path / "tuning.sqlite"
-    tune_task(task, 4, db)
+    tune_task(task, 4, db, **QUIET)
     prepared = net.prepare(db=db)
     assert prepared.bests[step.task].name == WINOGRAD
     x = np.random.default_rng(2).standard_normal((1, 8, 10, 10)).astype(np.float32)

@@ -173,7 +173,7 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
 def test_killed_tuner_loses_no_finished_trial_and_resumes(tmp_path):
     db = tmp_path / "t.sqlite"
     command = [sys.executable, "-m", "liftpy.cli", *TUNE_SMALL, "--trials", "200", "--db", str(db),
-               "--repeat", "1"]
+               "--repeat", "1", "--search", "local"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.time() + 120

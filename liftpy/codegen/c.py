@@ -265,8 +265,7 @@ def _sole_load(e: CExpr) -> MemRef | None:
 
 # ------------------------------------------------------------------------------------------------ traversal
 def fragments(e: Fragment) -> Iterator[Fragment]:
-    """Every fragment of an expression, outermost first (a stack, not nested generators: the passes and the
-    features walk millions of fragments a tuning)."""
+    """Every fragment of an expression, outermost first."""
     stack = [e]
     while stack:
         f = stack.pop()
