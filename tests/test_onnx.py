@@ -262,7 +262,8 @@ def test_a_network_is_tuned_with_one_budget_and_then_runs_its_tuned_configuratio
     onnx.save(model, path)
     net = liftpy.onnx.load(path)
     assert len(net.steps) == 4 and len(net.tasks()) == 3
-    # the local search: what is checked here is the one budget and the steps' configurations, the same for any
+    # the local search: what is checked here, the one budget and the steps' configurations, is the same for any
+    # search
     done = subprocess.run([sys.executable, "-m", "liftpy.cli", "onnx", str(path), "--tune", "10", "--db", str(db),
                            "--report", "--repeat", "2", "--search", "local"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -56,13 +56,16 @@ class FeaturingBuilder(FakeBuilder):
     (in millions of multiply-adds). Logs every configuration built, in order."""
 
     def build(self, builds):
-        futures = super().build(builds)
-        for build, future in zip(builds, futures):
+        self.log.append(("build", len(builds)))
+        futures = []
+        for build in builds:
             self.log.append(("built", config_key(build.config)))
             features = dict(compute_units=1, work_groups=1, vector_width=1, preferred_vector=1, private_share=0,
                             global_read_bytes=0, global_written_bytes=0, kernels=0,
                             reduction_updates=landscape(build.config) * 1e6)
-            future._result = Built(build, "generated", None, 0.0, features)
+            future = Future()
+            future.set_result(Built(build, "generated", None, 0.0, features))
+            futures.append(future)
         return futures
 
 
