@@ -148,8 +148,9 @@ def main():
         reference = min(t for times, _, _ in results.values() for t in times if t is not None)
         configs = [results[s][2] for s in searches]
         if args.reference_db:
+            key = unversioned(task.key)
             known = [t for t in TuningDB(args.reference_db, readonly=True).trials(status="ok")
-                     if t.time_ms and unversioned(t.task_key) == unversioned(task.key)]
+                     if t.time_ms and unversioned(t.task_key) == key]
             configs.append(min(known, key=lambda t: t.time_ms).config)
         times_again = measured_together(task, configs, args.seed + 1)
         again = dict(zip(searches, times_again))

@@ -252,33 +252,22 @@ class Tuner:
         """Candidates' features, from the builder (lowered and generated, nothing compiled or run); None for
         one that does not build. A process that dies generating one (nothing compiled) dies as it starts, where
         it imports a script that tunes as it is imported: the tuning stops, saying so."""
-        builds = [Build(task.portable(), self.device_facts, c) for c in configs]
+        futures = self.builder.build([Build(task.portable(), self.device_facts, c) for c in configs])
         out = []
-        for build, future in zip(builds, self.builder.build(builds)):
+        for future in futures:
             try:
                 built = future.result(timeout=self.timeout)
-            except CancelledError:  # the builder was reset for another candidate: built again, alone
-                try:
-                    built = self.builder.build([build])[0].result(timeout=self.timeout)
-                except (FutureTimeout, BrokenProcessPool, CancelledError) as e:
-                    self._featurise_failed(e)
-                    out.append(None)
-                    continue
-            except (FutureTimeout, BrokenProcessPool) as e:
-                self._featurise_failed(e)
+            except (FutureTimeout, BrokenProcessPool, CancelledError) as e:
+                if not isinstance(e, CancelledError):  # cancelled: the builder was reset for another candidate
+                    self._reset_builder(e)
+                if isinstance(e, BrokenProcessPool):
+                    raise InputError(f"a builder process died: {SCRIPT_GUARD}") from None
                 out.append(None)
                 continue
             if built.failure is not None and built.failure["status"] == "bug":
                 self._stop_for_bug(task, built.config, None, built.failure["cause"])
             out.append(built.features if built.failure is None else None)
         return out
-
-    def _featurise_failed(self, error: Exception) -> None:
-        """A candidate featurised past the time limit, or whose process died: the builder started afresh; a
-        process that died generating (nothing compiled), the tuning stopped (:meth:`_featurise`)."""
-        self._reset_builder(error)
-        if isinstance(error, BrokenProcessPool):
-            raise InputError(f"a builder process died: {SCRIPT_GUARD}") from None
 
     def _reset_builder(self, error: Exception) -> None:
         """After a build past the time limit (its process is stuck) or a process that died: the builder started
