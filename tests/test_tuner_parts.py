@@ -15,8 +15,8 @@ import pytest
 
 import liftpy.nn as nn
 from liftpy.device import Device
-from liftpy.errors import DeviceError, InternalError
-from liftpy.tuning import Built, Slot, TaskScheduler, Tuner, TuningDB
+from liftpy.errors import DeviceError, InternalError, NoCorrectTrial
+from liftpy.tuning import Built, Slot, TaskScheduler, Tuner, TuningDB, tune_groups
 from liftpy.tuning.db import config_key
 from .conftest import QUIET
 
@@ -77,20 +77,21 @@ class FakeRunner:
     device = {"name": "fake device", "driver": "0", "platform": "fake"}
     device_facts = FACTS
 
-    def __init__(self, log, wrong=(), bug=(), delay=0.01, first_times=None, fail=None):
+    def __init__(self, log, wrong=(), bug=(), delay=0.01, first_times=None, fail=None, wrong_tasks=()):
         self.log, self.wrong, self.bug, self.delay = log, wrong, bug, delay
+        self.wrong_tasks = wrong_tasks  # every trial of these tasks wrong
         self.first_times = first_times or {}  # config key -> the time of its first measurement
         self.seen: dict[str, int] = {}
         self.fail = fail
         self.batches = 0
 
-    def result(self, config, seed):
+    def result(self, config, seed, task=None):
         key = config_key(config)
         time_ms = self.first_times.get(key, landscape(config)) if key not in self.seen else landscape(config)
         self.seen[key] = self.seen.get(key, 0) + 1
         if key in self.bug:
             return {"status": "bug", "cause": "Traceback (most recent call last):\nKeyError: 'planted'"}
-        status = "wrong" if key in self.wrong else "ok"
+        status = "wrong" if key in self.wrong or task in self.wrong_tasks else "ok"
         return {"status": status, "cause": "" if status == "ok" else "output differs", "time_ms": time_ms,
                 "times_ms": [time_ms], "max_error": 0.1 if status == "ok" else 9.0, "check_seed": seed,
                 "memory_bytes": 1000, "moved_bytes": None, "device": self.device}
@@ -107,7 +108,7 @@ class FakeRunner:
                 if self.fail is not None:
                     future.set_exception(self.fail)
                 else:
-                    future.set_result(self.result(built.config, batch.seed))
+                    future.set_result(self.result(built.config, batch.seed, batch.task))
             self.log.append(("done", number))
 
         threading.Thread(target=answer, daemon=True).start()
@@ -181,6 +182,23 @@ def test_a_fast_first_measurement_is_measured_again_and_ranked_by_its_later_medi
     assert lucky in {config_key(t.config) for t in again}
     assert best.trial.measured_again and best.time_ms == min(landscape(t.config) for t in again)
     assert runner.seen[lucky] == 2  # its first measurement, and one batch of rounds in turns
+
+
+def test_a_network_keeps_its_other_steps_bests_where_one_step_has_no_correct_trial(tmp_path, capsys):
+    """tune_groups as a network calls it (every_group=False): the step whose every trial is wrong is None and
+    said on stderr, the other tuned; as a layer's tuning calls it, the same raises NoCorrectTrial."""
+    other = nn.route_task(nn.make_layer(**dict(SMALL, input_shape=(8, 10, 10))))
+    groups = [[("", task())], [("", other)]]
+
+    def tuned(every_group, db):
+        runner = FakeRunner([], wrong_tasks=(other,))
+        return tune_groups(groups, 6, db, every_group=every_group, runner=runner, builder=FakeBuilder([]), **QUIET)
+
+    found = tuned(False, tmp_path / "network.sqlite")
+    assert found[0] is not None and found[0].task == task() and found[1] is None
+    assert "no correct trial" in capsys.readouterr().err
+    with pytest.raises(NoCorrectTrial, match="no correct trial"):
+        tuned(True, tmp_path / "layers.sqlite")
 
 
 def test_a_bug_stops_the_tuning_with_its_traceback_saved_and_nothing_recorded_for_it(tmp_path):

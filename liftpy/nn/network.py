@@ -98,14 +98,15 @@ class Network:
         """Tune the network's distinct steps' programs (:meth:`groups`) with one budget of ``trials`` trials in
         all, which the task scheduler gives where the network's time gains the most (each weighted by how often
         it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next call
-        (and :meth:`prepare` with the same ``db``) runs them."""
+        (and :meth:`prepare` with the same ``db``) runs them. A step with no correct trial is None, said on
+        stderr: it keeps the route's default (checked at its first call) and the other steps their bests."""
         from ..tuning import tune_groups
 
         groups = self.groups()
         if trials < len(groups):
             raise InputError(f"{self.name} has {len(groups)} distinct tasks: tune it with at least that many trials")
         bests = tune_groups([list(programs) for programs, _ in groups], trials, db, device, seed,
-                            weights=[count for _, count in groups], **options)
+                            weights=[count for _, count in groups], every_group=False, **options)
         self.__dict__.pop("_prepared", None)
         object.__setattr__(self, "_tuned_in", db)
         return bests

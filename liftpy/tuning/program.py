@@ -21,6 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import InputError, InternalError, LiftError
+from .tolerance import magnitude_program, rounding_depth, tolerance
 
 
 #: the ``algorithm`` of a program's trials in the database: lowered by the automatic route, every choice in the
@@ -184,13 +185,19 @@ def naive_program(task: ProgramTask):
     """The naive lowering (the reference every trial is compared with): no choice made, its levels of one
     element at the task's sizes run sequentially so that two levels that have more run in parallel (a naive
     kernel run as one work-item took most of a trial's time: benchmarks/results/notes-tuning.md)."""
+    return naive_lowering(task.load(), task.size_map, task.function, task.path)
+
+
+def naive_lowering(program, sizes: Mapping[str, object], function: str | None, where: str):
+    """:func:`naive_program`'s lowering of any program (a task's, or its magnitude program's:
+    :mod:`liftpy.tuning.tolerance`); ``where`` names it in the error where it cannot be lowered."""
     from ..rewrite.route import unit_levels
     from ..rewrite.strategies import lowering
 
-    program = task.load().only(task.function)
-    result = lowering(unit_levels=unit_levels(program, task.size_map, task.function))(program)
+    program = program.only(function)
+    result = lowering(unit_levels=unit_levels(program, sizes, function))(program)
     if not result:
-        raise InputError(f"{task.path}: the naive lowering cannot lower this program ({result.reason})")
+        raise InputError(f"{where}: the naive lowering cannot lower this program ({result.reason})")
     return result.program
 
 
@@ -234,23 +241,31 @@ def kinds_differ(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return ~same
 
 
-def close_to(got: np.ndarray, expected: np.ndarray) -> float:
-    """The largest difference in units of the tolerance (float32 rounding at the output's scale), the values
-    compared by kind first (:func:`kinds_differ`: a kind that differs, such as a never-written NaN where a
-    number is expected, is inf); the scale is the finite values'."""
+def close_to(got: np.ndarray, expected: np.ndarray, tolerance: np.ndarray | None = None) -> float:
+    """The largest difference in units of the tolerance, the values compared by kind first
+    (:func:`kinds_differ`: a kind that differs, such as a never-written NaN where a number is expected, is
+    inf). ``tolerance``: each element's, from the program's error bound (:mod:`liftpy.tuning.tolerance`);
+    without it (a program with no magnitude program), float32 rounding at the output's scale, the scale the
+    finite values'."""
     got, expected = np.asarray(got, np.float64), np.asarray(expected, np.float64)
     if got.shape != expected.shape or kinds_differ(got, expected).any():
         return float("inf")
     finite = np.isfinite(expected)
-    got, expected = got[finite], expected[finite]
-    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
-    tolerance = 1e-4 * np.abs(expected) + 1e-5 * scale
-    return float(np.max(np.abs(got - expected) / tolerance, initial=0.0))
+    scale = max(1.0, float(np.abs(expected[finite]).max(initial=0.0)))
+    at_scale = 1e-4 * np.abs(expected) + 1e-5 * scale
+    if tolerance is None:
+        tolerance = at_scale
+    else:  # a magnitude that overflowed bounds nothing: that element is held at the output's scale
+        tolerance = np.asarray(tolerance, np.float64).reshape(expected.shape)
+        tolerance = np.where(np.isfinite(tolerance), tolerance, at_scale)
+    difference = np.abs(got[finite] - expected[finite])
+    return float(np.max(difference / tolerance[finite], initial=0.0))
 
 
 def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, object]:
-    """The naive lowering at reduced sizes against the interpreter; the sizes it was checked at. A difference
-    is a bug in liftpy's code generator (InternalError): no trial may be compared with a wrong reference."""
+    """The naive lowering at reduced sizes against the interpreter, at the program's error bound (the
+    interpreter computing the magnitudes); the sizes it was checked at. A difference is a bug in liftpy's code
+    generator (InternalError): no trial may be compared with a wrong reference."""
     from .. import compile as compile_program
     from ..interpreter import evaluate, random_inputs
 
@@ -259,7 +274,12 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
     inputs = random_inputs(program, sizes, seed, task.function)
     expected = evaluate(program, inputs, sizes, function=task.function)
     got = compile_program(naive_program(task), sizes, device, task.function).run(inputs, poison=True).output
-    error = close_to(got, expected)
+    bound = None
+    magnitude = magnitude_program(program, task.function)
+    if magnitude is not None:
+        magnitudes = evaluate(magnitude, _absolute(inputs), sizes, function=task.function)
+        bound = tolerance(magnitudes, rounding_depth(program, sizes, task.function))
+    error = close_to(got, expected, bound)
     if error > 1:
         raise InternalError(f"the naive lowering of {task.path} disagrees with the interpreter at {sizes} (largest "
                             f"error {error:.3g} times the tolerance): no trial can be checked against it")
@@ -267,14 +287,43 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
 
 
 # ------------------------------------------------------------------------------------------------ a trial
+@dataclass(frozen=True)
+class Reference:
+    """What a trial is compared with, prepared on a device: the naive lowering, and the naive lowering of the
+    program's magnitude program with its rounding depth (:mod:`liftpy.tuning.tolerance`; None where the
+    program has none)."""
+
+    naive: object
+    magnitude: object | None
+    depth: int
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The expected output on ``inputs`` and each element's tolerance (None: at the output's scale)."""
+        expected = self.naive.run(inputs, poison=True).output
+        if self.magnitude is None:
+            return expected, None
+        magnitudes = self.magnitude.run(_absolute(inputs), poison=True).output
+        return expected, tolerance(magnitudes, self.depth)
+
+
 @lru_cache(maxsize=4)
-def reference_executable(task: ProgramTask, device):
-    """The naive lowering of ``task`` prepared on ``device``, once per process (a runner's worker), after it is
-    checked against the interpreter (:func:`check_reference`)."""
+def reference_executable(task: ProgramTask, device) -> Reference:
+    """:class:`Reference` of ``task`` prepared on ``device``, once per process (a runner's worker), after the
+    naive lowering is checked against the interpreter (:func:`check_reference`)."""
     from .. import compile as compile_program
 
     check_reference(task, device)
-    return compile_program(naive_program(task), task.size_map, device, task.function).prepare()
+    naive = compile_program(naive_program(task), task.size_map, device, task.function).prepare()
+    magnitude = magnitude_program(task.load(), task.function)
+    if magnitude is None:
+        return Reference(naive, None, 0)
+    lowered = naive_lowering(magnitude, task.size_map, task.function, f"{task.path} (its magnitude program)")
+    return Reference(naive, compile_program(lowered, task.size_map, device, task.function).prepare(),
+                     rounding_depth(task.load(), task.size_map, task.function))
+
+
+def _absolute(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.abs(value) for name, value in inputs.items()}
 
 
 def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
@@ -282,4 +331,5 @@ def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
     return {name: hashlib.sha256(source.encode()).hexdigest() for name, source in sources.items()}
 
 
-__all__ = ["ROUTE", "ProgramTask", "check_reference", "naive_program", "reduced_sizes", "reference_executable", "source_hashes"]
+__all__ = ["ROUTE", "ProgramTask", "Reference", "check_reference", "close_to", "naive_lowering", "naive_program",
+           "reduced_sizes", "reference_executable", "source_hashes"]

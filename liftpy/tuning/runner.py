@@ -3,7 +3,8 @@
 A :class:`Batch` is a task's built candidates, the seed of the inputs they are checked on and the
 :class:`~liftpy.tuning.measure.Timing`. The worker checks each candidate -- its OpenCL program built, run once
 on the batch's inputs with its output and intermediate buffers filled with NaN, compared with the naive
-lowering's output on the same inputs (:mod:`liftpy.tuning.program`) -- then times those that are correct in
+lowering's output on the same inputs within the program's float32 error bound (:mod:`liftpy.tuning.program`,
+:mod:`liftpy.tuning.tolerance`) -- then times those that are correct in
 rounds taken in turns. Each answer is a future of a result the database records.
 
 A build failure, a runtime error, a wrong result, a run past the time limit or a crash of the OpenCL runtime
@@ -68,11 +69,11 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
     from .program import close_to, reference_executable, source_hashes
 
     task, timing = batch.task, batch.timing
-    naive = reference_executable(task, device)
+    reference = reference_executable(task, device)
     inputs = random_inputs(task.load(), task.size_map, batch.seed, task.function)
     constants = {name: inputs[name] for name in task.constants}
     per_call = {name: value for name, value in inputs.items() if name not in constants}
-    expected = naive.run(inputs, poison=True).output
+    expected, tolerance = reference.run(inputs)
     results: dict[int, dict] = {}
     checked = []  # (position, prepared, first ms, the result so far)
     held_bytes, budget = 0, device.global_mem_size // 4
@@ -99,7 +100,7 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
             continue
         try:
             run = prepared.run(per_call, poison=True)
-            error = close_to(run.output, expected)
+            error = close_to(run.output, expected, tolerance)
         except DeviceError as e:
             results[position] = failed(start, "runtime_error", e.message, source_hashes=hashes)
             continue

@@ -452,12 +452,14 @@ def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sql
 
 
 def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int, db="tuning.sqlite", device=None,
-                seed: int = 0, weights: Sequence[float] | None = None, **options) -> list[Best]:
+                seed: int = 0, weights: Sequence[float] | None = None, every_group: bool = True,
+                **options) -> list[Best | None]:
     """Tune groups with one budget of ``trials``: each group a list of (name, task) alternatives computing the
     same thing (a layer's direct and Winograd programs), run ``weights[i]`` times per call of the whole. Each
     group's fastest alternative's best, its name in ``name``. An alternative after the first with no correct
     trial is left out, said on stderr; a group whose first has none raises
-    :class:`~liftpy.errors.NoCorrectTrial`."""
+    :class:`~liftpy.errors.NoCorrectTrial` -- or, without ``every_group`` (a network, whose other steps' bests
+    are worth keeping), is None, said on stderr."""
     weights = list(weights or [1.0] * len(groups))
     slots, owners = [], []
     for g, (alternatives, weight) in enumerate(zip(groups, weights)):
@@ -480,15 +482,15 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
                     trials_of = tuner.database.trials(lacking, tuner.device["name"], algorithm=ROUTE)
                     error = NoCorrectTrial(f"no correct trial of {lacking.describe()} (trials: {len(trials_of)}; "
                                            f"failures: {', '.join(sorted({t.status for t in trials_of})) or 'none'})")
-                    if a == 0:
+                    if a == 0 and every_group:
                         raise error
-                    print(f"note: {name} left out: {error.message}", file=sys.stderr)
+                    print(f"note: {name or lacking.name} left out: {error.message}", file=sys.stderr)
                     continue
                 best = stages[0] if len(stages) == 1 and stages[0].task == task else joined(task, stages)
                 if best.stages:
                     tuner.check_joined(best)
                 tuned.append(dataclasses.replace(best, name=name))
-            results.append(min(tuned, key=lambda t: t.time_ms))
+            results.append(min(tuned, key=lambda t: t.time_ms) if tuned else None)
         return results
 
 
