@@ -79,7 +79,10 @@ class Step:
 
 
 def _task(file: str, function: str, sizes: Mapping[str, object], constants: Mapping[str, object]) -> ProgramTask:
-    return ProgramTask(_library(file), tuple(sorted(sizes.items())), function, tuple(sorted(constants)))
+    """The task of a library program; its trials are checked at the step's scalar constants (clamp bounds)."""
+    values = tuple(sorted((name, float(value)) for name, value in constants.items() if np.ndim(value) == 0))
+    return ProgramTask(_library(file), tuple(sorted(sizes.items())), function, tuple(sorted(constants)),
+                       values=values)
 
 
 def _step(name: str, op: str, program: str, function: str, sizes: Mapping[str, object], reads, output: str,

@@ -43,6 +43,9 @@ class ProgramTask:
     #: the program's text, where the task travels to a machine without its file (:meth:`portable`); the task
     #: is the same task with or without it
     text: str | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: scalar inputs a check gives as they are, not drawn (a network's clamp bounds: drawn, a low above the high
+    #: would make the output constant and the check blind); the task is the same task with any
+    values: tuple[tuple[str, float], ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     @classmethod
     def make(cls, path, sizes: Mapping[str, object], function: str | None = None,
@@ -63,6 +66,16 @@ class ProgramTask:
 
         input_shapes(program, task.size_map, function)  # every size given: else a clear error now (nothing drawn)
         return task
+
+    def check_inputs(self, seed: int, sizes: Mapping[str, object] | None = None) -> dict[str, np.ndarray]:
+        """The inputs a check runs on at ``sizes`` (default: the task's): standard normal, drawn at ``seed``,
+        but for the scalars :attr:`values` gives."""
+        from ..interpreter import random_inputs
+
+        program = self.load()
+        names = {p.name for p in program.function(self.function).data_params}
+        given = {name: np.float32(value) for name, value in self.values if name in names}
+        return random_inputs(program, self.size_map if sizes is None else sizes, seed, self.function, given)
 
     def check_memory(self, device=None) -> None:
         """Refuse (:class:`~liftpy.errors.ResourceError`) a task whose trials cannot fit, before any is run: the
@@ -267,11 +280,11 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
     interpreter computing the magnitudes); the sizes it was checked at. A difference is a bug in liftpy's code
     generator (InternalError): no trial may be compared with a wrong reference."""
     from .. import compile as compile_program
-    from ..interpreter import evaluate, random_inputs
+    from ..interpreter import evaluate
 
     sizes = reduced_sizes(task)
     program = task.load()
-    inputs = random_inputs(program, sizes, seed, task.function)
+    inputs = task.check_inputs(seed, sizes)
     expected = evaluate(program, inputs, sizes, function=task.function)
     got = compile_program(naive_program(task), sizes, device, task.function).run(inputs, poison=True).output
     bound = None

@@ -64,13 +64,12 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
     import pyopencl as cl
 
     from ..errors import DeviceError
-    from ..interpreter import random_inputs
     from ..runtime import Executable
     from .program import close_to, reference_executable, source_hashes
 
     task, timing = batch.task, batch.timing
     reference = reference_executable(task, device)
-    inputs = random_inputs(task.load(), task.size_map, batch.seed, task.function)
+    inputs = task.check_inputs(batch.seed)
     constants = {name: inputs[name] for name in task.constants}
     per_call = {name: value for name, value in inputs.items() if name not in constants}
     expected, tolerance = reference.run(inputs)
