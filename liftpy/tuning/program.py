@@ -277,8 +277,9 @@ def close_to(got: np.ndarray, expected: np.ndarray, tolerance: np.ndarray | None
 
 def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, object]:
     """The naive lowering at reduced sizes against the interpreter, at the program's error bound (the
-    interpreter computing the magnitudes); the sizes it was checked at. A difference is a bug in liftpy's code
-    generator (InternalError): no trial may be compared with a wrong reference."""
+    interpreter computing the magnitudes), and so the magnitude program's, whose elements are their own
+    magnitudes; the sizes they were checked at. A difference is a bug in liftpy's code generator
+    (InternalError): no trial may be compared with a wrong reference, nor at a wrong tolerance."""
     from .. import compile as compile_program
     from ..interpreter import evaluate
 
@@ -287,15 +288,19 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
     inputs = task.check_inputs(seed, sizes)
     expected = evaluate(program, inputs, sizes, function=task.function)
     got = compile_program(naive_program(task), sizes, device, task.function).run(inputs, poison=True).output
-    bound = None
+    checks = [("", got, expected, None)]
     magnitude = magnitude_program(program, task.function)
     if magnitude is not None:
         magnitudes = evaluate(magnitude, _absolute(inputs), sizes, function=task.function)
         bound = tolerance(magnitudes, rounding_depth(program, sizes, task.function))
-    error = close_to(got, expected, bound)
-    if error > 1:
-        raise InternalError(f"the naive lowering of {task.path} disagrees with the interpreter at {sizes} (largest "
-                            f"error {error:.3g} times the tolerance): no trial can be checked against it")
+        lowered = naive_lowering(magnitude, sizes, task.function, f"{task.path} (its magnitude program)")
+        magnitudes_got = compile_program(lowered, sizes, device, task.function).run(_absolute(inputs), poison=True)
+        checks = [("", got, expected, bound), ("'s magnitude program", magnitudes_got.output, magnitudes, bound)]
+    for what, got, expected, bound in checks:
+        error = close_to(got, expected, bound)
+        if error > 1:
+            raise InternalError(f"the naive lowering of {task.path}{what} disagrees with the interpreter at {sizes} "
+                                f"(largest error {error:.3g} times the tolerance): no trial can be checked against it")
     return sizes
 
 
