@@ -64,8 +64,9 @@ CREATE TABLE IF NOT EXISTS trials (
     times_ms TEXT,                  -- JSON: every timing round's figure (before issue 48: every repeat's total)
     stage_ms TEXT,                  -- JSON: median per kernel
     memory_bytes INTEGER,           -- global memory the pipeline allocates
-    max_error REAL,                 -- largest error against the float64 reference, in units of the float32
-                                    -- tolerance (liftpy.nn.reference.conv2d_tolerance; schema 1: relative)
+    max_error REAL,                 -- largest error against the reference, in units of the float32 tolerance
+                                    -- (the naive lowering's at tuning.tolerance's bound; before 64a0cfc at the
+                                    -- output's scale; schema 1: relative to the float64 reference)
     source_hashes TEXT,             -- JSON: kernel name -> sha256 of its OpenCL source
     seconds REAL,                   -- wall time of the whole trial (generate, build, run, check)
     created TEXT NOT NULL,
