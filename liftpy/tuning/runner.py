@@ -4,8 +4,8 @@ A :class:`Batch` is a task's built candidates, the seed of the inputs they are c
 :class:`~liftpy.tuning.measure.Timing`. The worker checks each candidate -- its OpenCL program built, run once
 on the batch's inputs with its output and intermediate buffers filled with NaN, compared with the naive
 lowering's output on the same inputs within the program's float32 error bound (:mod:`liftpy.tuning.program`,
-:mod:`liftpy.tuning.tolerance`) -- then times those that are correct in
-rounds taken in turns. Each answer is a future of a result the database records.
+:mod:`liftpy.tuning.tolerance`) -- then times those that are correct in rounds taken in turns. Each answer is a
+future of a result the database records.
 
 A build failure, a runtime error, a wrong result, a run past the time limit or a crash of the OpenCL runtime
 is a fault of the device or of the configuration: a recorded failure with its cause, charged to the candidate
