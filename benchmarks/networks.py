@@ -9,8 +9,10 @@ torchvision's model with its own random weights: its time only. Each library use
 
     python benchmarks/networks.py --models benchmarks/models --trials 8 --db networks.sqlite
 
-Prints per network the three medians, liftpy's ratio to ONNX Runtime, liftpy's device memory and ONNX Runtime's
-peak resident memory (measured in a process of its own), and the tuning time.
+Prints per network the three medians of ``--rounds`` rounds (one call of each library a round, the order
+rotated each round so that no library always follows the same one), each one's spread (the middle half of its
+rounds over their median: the machine's noise), liftpy's ratio to ONNX Runtime, liftpy's device memory and ONNX
+Runtime's peak resident memory (measured in a process of its own), and the tuning time.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ print((status("VmHWM:") - before) / 1024)
 
 def main() -> None:
     import liftpy.onnx
+    from liftpy.tuning.measure import spread
     from liftpy.tuning.tuner import STRATEGIES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -133,31 +136,37 @@ def main() -> None:
         theirs = session.run(None, {session.get_inputs()[0].name: x})[0]
         difference = float(np.abs(ours - theirs).max() / max(1.0, np.abs(theirs).max()))
         torch_call = torch_model(name, args.threads)
-        times = {"liftpy": [], "onnxruntime": [], "pytorch": []}
         kernels = []
-        for _ in range(args.rounds):
-            start = time.perf_counter()
+
+        def ours():
             prepared.run(feeds, profile=True)
-            times["liftpy"].append((time.perf_counter() - start) * 1e3)
             kernels.append(sum(prepared.step_ms))
-            start = time.perf_counter()
-            session.run(None, {session.get_inputs()[0].name: x})
-            times["onnxruntime"].append((time.perf_counter() - start) * 1e3)
-            if torch_call is not None:
+
+        calls = {"liftpy": ours, "onnxruntime": lambda: session.run(None, {session.get_inputs()[0].name: x})}
+        if torch_call is not None:
+            calls["pytorch"] = lambda: torch_call(x)
+        times = {"liftpy": [], "onnxruntime": [], "pytorch": []}
+        order = list(calls)
+        for _ in range(args.rounds):  # one call of each, the first of the last round last: none always follows one
+            for library in order:
                 start = time.perf_counter()
-                torch_call(x)
-                times["pytorch"].append((time.perf_counter() - start) * 1e3)
+                calls[library]()
+                times[library].append((time.perf_counter() - start) * 1e3)
+            order = order[1:] + order[:1]
         medians = {k: statistics.median(v) if v else float("nan") for k, v in times.items()}
+        spreads = {k: spread(v) if v else float("nan") for k, v in times.items()}
         tuned = sum(1 for step in net.steps if step.task in prepared.bests)
         row = dict(network=name, batch=args.batch, liftpy_ms=medians["liftpy"], kernels_ms=statistics.median(kernels),
                    onnxruntime_ms=medians["onnxruntime"], pytorch_ms=medians["pytorch"],
                    ratio=medians["liftpy"] / medians["onnxruntime"], liftpy_device_mib=prepared.peak_bytes / 2**20,
                    onnxruntime_peak_mib=onnx_runtime_peak_mib(path, args.batch, args.threads),
                    tuning_s=tuning_s, trials=args.trials, steps=len(net.steps), tuned_steps=tuned,
-                   max_difference=difference)
+                   max_difference=difference, spreads=spreads)
         rows.append(row)
         print(f"{name:14} liftpy {row['liftpy_ms']:8.2f} ms (kernels {row['kernels_ms']:8.2f})  onnxruntime "
               f"{row['onnxruntime_ms']:8.2f} ms  pytorch {row['pytorch_ms']:8.2f} ms  liftpy/ort x{row['ratio']:.2f}  "
+              f"spread liftpy {spreads['liftpy']:.0%} ort {spreads['onnxruntime']:.0%} "
+              f"pytorch {spreads['pytorch']:.0%}  "
               f"memory liftpy {row['liftpy_device_mib']:.0f} MiB, ort {row['onnxruntime_peak_mib']:.0f} MiB  "
               f"tuning {tuning_s:.0f} s ({tuned}/{len(net.steps)} steps tuned)  |liftpy-ort|/scale "
               f"{difference:.1e}", flush=True)
