@@ -289,11 +289,11 @@ def check_reference(task: ProgramTask, device=None, seed: int = 0) -> dict[str, 
     expected = evaluate(program, inputs, sizes, function=task.function)
     got = compile_program(naive_program(task), sizes, device, task.function).run(inputs, poison=True).output
     checks = [("", got, expected, None)]
-    magnitude = magnitude_program(program, task.function)
+    magnitude = _magnitude(task)
     if magnitude is not None:
-        magnitudes = evaluate(magnitude, _absolute(inputs), sizes, function=task.function)
+        written, lowered = magnitude
+        magnitudes = evaluate(written, _absolute(inputs), sizes, function=task.function)
         bound = tolerance(magnitudes, rounding_depth(program, sizes, task.function))
-        lowered = naive_lowering(magnitude, sizes, task.function, f"{task.path} (its magnitude program)")
         magnitudes_got = compile_program(lowered, sizes, device, task.function).run(_absolute(inputs), poison=True)
         checks = [("", got, expected, bound), ("'s magnitude program", magnitudes_got.output, magnitudes, bound)]
     for what, got, expected, bound in checks:
@@ -332,12 +332,22 @@ def reference_executable(task: ProgramTask, device) -> Reference:
 
     check_reference(task, device)
     naive = compile_program(naive_program(task), task.size_map, device, task.function).prepare()
-    magnitude = magnitude_program(task.load(), task.function)
+    magnitude = _magnitude(task)
     if magnitude is None:
         return Reference(naive, None, 0)
-    lowered = naive_lowering(magnitude, task.size_map, task.function, f"{task.path} (its magnitude program)")
-    return Reference(naive, compile_program(lowered, task.size_map, device, task.function).prepare(),
+    return Reference(naive, compile_program(magnitude[1], task.size_map, device, task.function).prepare(),
                      rounding_depth(task.load(), task.size_map, task.function))
+
+
+@lru_cache(maxsize=16)
+def _magnitude(task: ProgramTask):
+    """The task's magnitude program (:mod:`liftpy.tuning.tolerance`) as written and its naive lowering (made at
+    the task's sizes, as :func:`naive_program`'s), for the check at reduced sizes and the trials; None where the
+    program has none."""
+    written = magnitude_program(task.load(), task.function)
+    if written is None:
+        return None
+    return written, naive_lowering(written, task.size_map, task.function, f"{task.path} (its magnitude program)")
 
 
 def _absolute(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
