@@ -7,7 +7,7 @@ time, as Python's bytecode cache keys a module): an edited rule file or an edite
 never a stale one. The cache lives in ``$LIFTPY_CACHE`` (default ``$XDG_CACHE_HOME/liftpy`` or
 ``~/.cache/liftpy``), a folder only its user may write: an entry is read only from a folder and a file that
 user owns. A cache that cannot be read or written is no error: the value is derived as without one. A kind keeps
-its :data:`KEPT` newest entries (an edited liftpy leaves the old ones behind).
+its newest entries (:data:`KEPT`, unless it says otherwise; an edited liftpy leaves the old ones behind).
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def entry(kind: str, text: str) -> Path | None:
-    """The file of the entry for ``text`` of ``kind`` (keyed by liftpy's code too), in a folder made this user's;
-    None where there is no such folder, or the file is not this user's alone."""
+def entry(kind: str, text: str, kept: int = KEPT) -> Path | None:
+    """The file of the entry for ``text`` of ``kind`` (keyed by liftpy's code too), in a folder made this user's
+    (the kind's oldest entries pruned to leave ``kept``); None where there is no such folder, or the file is not
+    this user's alone."""
     key = hashlib.sha256(f"{kind}\n{code_fingerprint()}\n{text}".encode()).hexdigest()
     folder = cache_dir() / kind
     try:
@@ -70,23 +71,24 @@ def entry(kind: str, text: str) -> Path | None:
     if not _owned(folder) or (path.exists() and not _owned(path)):
         return None
     if not path.exists():
-        _prune(folder)
+        _prune(folder, kept)
     return path
 
 
-def _prune(folder: Path) -> None:
-    """The kind's oldest entries removed, leaving room for a new one among the :data:`KEPT`."""
+def _prune(folder: Path, kept: int) -> None:
+    """The kind's oldest entries removed, leaving room for a new one among the ``kept``."""
     try:
         entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns)
-        for old in entries[: max(0, len(entries) - KEPT + 1)]:
+        for old in entries[: max(0, len(entries) - kept + 1)]:
             old.unlink()
     except OSError:  # another process pruned it first
         pass
 
 
-def remembered(kind: str, text: str, derive: Callable[[], T]) -> T:
-    """``derive()``, kept on disk under a key of ``kind``, ``text`` (what it is derived from) and liftpy's code."""
-    path = entry(kind, text)
+def remembered(kind: str, text: str, derive: Callable[[], T], kept: int = KEPT) -> T:
+    """``derive()``, kept on disk under a key of ``kind``, ``text`` (what it is derived from) and liftpy's code;
+    the kind keeps its ``kept`` newest entries."""
+    path = entry(kind, text, kept)
     if path is not None and path.exists():
         try:
             with open(path, "rb") as f:

@@ -452,3 +452,24 @@ def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures
     measured = [t.time_ms for t in rows(tmp_path / "t.sqlite")]
     assert len(measured) == trials
     assert sorted(measured[:FIRST_BATCH]) == sorted(landscape(json.loads(k)) for k in pool)[:FIRST_BATCH]
+
+
+def test_a_prefilter_chooses_which_of_a_large_sample_are_featurised():
+    """With a prefilter (a figure from the configuration alone), a model-guided search draws ``drawn``
+    configurations and featurises only the ``pool`` best by it and a quarter as many others: generating a
+    candidate is what costs, drawing one does not."""
+    from liftpy.tuning.strategy import ModelGuided
+
+    featurised = []
+
+    def featurise(configs):
+        featurised.extend(configs)
+        return [{"time": line_time(c)} for c in configs]
+
+    search = ModelGuided(LineSpace(), 10, 0, [], Oracle(), featurise, pool=8, climbs=0, drawn=60,
+                         prefilter=lambda configs: [line_time(c) for c in configs])
+    first, = search.propose(1)
+    drawn = LineSpace().sample(60, seed=0)
+    best_eight = sorted(drawn, key=line_time)[:8]
+    assert len(featurised) == 8 + 2 and all(c in featurised for c in best_eight)
+    assert first == best_eight[0]

@@ -72,15 +72,16 @@ def build_candidate(build: Build) -> Built:
     return build_candidates([build])[0]
 
 
-def build_candidates(builds: Sequence[Build]) -> list[Built]:
+def build_candidates(builds: Sequence[Build], space=None) -> list[Built]:
     """Lower each configuration in its task's route space and generate its kernels: a failure of the
     configuration is a result (``invalid``, ``codegen_error``, ``build_error``), a Python exception a ``bug``.
     Those asking to be compiled are compiled together, as one joint OpenCL program
     (:func:`~liftpy.codegen.program.joint_sources`: the compiler's fixed cost paid once for them all), or one by
-    one where the joint program does not build or there is one."""
+    one where the joint program does not build or there is one. ``space``: the builds' route space, where the
+    caller has made it (all builds then of one task), else made here once a task and device."""
     from ..codegen.program import joint_sources
 
-    builts = [_generated(build) for build in builds]
+    builts = [_generated(build, space) for build in builds]
     members = [i for i, built in enumerate(builts) if built.failure is None and built.build.compile]
     joints = [None] * len(members)
     if len(members) > 1:
@@ -102,7 +103,7 @@ def build_candidates(builds: Sequence[Build]) -> list[Built]:
     return builts
 
 
-def _generated(build: Build) -> Built:
+def _generated(build: Build, space=None) -> Built:
     """``build``'s configuration lowered and its kernels generated (and its features read), not compiled."""
     from ..codegen.program import generate
     from ..errors import ConstraintError, LiftError, RewriteError
@@ -116,7 +117,8 @@ def _generated(build: Build) -> Built:
 
     try:
         try:
-            program = _space(task, build.device).lower(build.config)
+            space = space if space is not None else _space(task, build.device)
+            program = space.lower(build.config)
             generated = generate(program, task.size_map, task.function, build.device)
         except (RewriteError, ConstraintError) as e:
             return failed("invalid", e.message)
@@ -128,7 +130,7 @@ def _generated(build: Build) -> Built:
             module, name = build.fault.split(":")
             generated = getattr(importlib.import_module(module), name)(build.config, generated)
         features = {**program_features(generated, build.device),
-                    **choice_features(_space(task, build.device), build.config, build.device)}
+                    **choice_features(space, build.config, build.device)}
     except Exception:  # a bug in liftpy, not a fault of the configuration: the tuner stops with the traceback
         return failed("bug", traceback.format_exc())
     return Built(build, generated, None, time.perf_counter() - start, features)

@@ -8,8 +8,10 @@ faster), and learns from measured trials. Two exist:
   the slower of the two, and a cycle for each cache line its loads bring from the next level (a step's loads
   that move by a row or a plane wait on a line each; those that stream along a row, on one every few steps);
   on a CPU stretched where too few independent accumulators leave the pipes waiting on a multiply-add's
-  latency, and where the accumulators spill out of the registers (each then loaded and stored at every
-  update); spread over the compute units its work-groups keep busy. Its figure orders candidates of one
+  latency, and where the accumulators and a step's operands (the vectors it loads, a value broadcast) do not
+  fit the registers (the accumulators left out loaded and stored at every update); spread over the compute units
+  its work-groups keep busy. :meth:`~AnalyticModel.block_cycles` is the same count for a register block from
+  its configuration alone, before anything is generated. Its figure orders candidates of one
   task; it knows nothing a device's measurements would teach. (A candidate featurised before the instructions
   were counted is taken as the slower of moving its global bytes and making its multiply-adds.)
 - :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
@@ -43,7 +45,8 @@ FMA_LATENCY = 4
 LINES_PER_CYCLE = 1
 #: what a kernel's launch costs, in the figure's milliseconds
 LAUNCH_MS = 1e-3
-#: the vector registers a step needs beside its accumulators: an input loaded, a value broadcast
+#: the vector registers a step needs beside its accumulators where its features do not say
+#: (:func:`~liftpy.tuning.features.choice_features`' ``step_operands``): an input loaded, a value broadcast
 STEP_OPERANDS = 2
 
 
@@ -79,27 +82,54 @@ class AnalyticModel:
         """Nothing to learn."""
 
     @staticmethod
+    def block_cycles(f: Mapping[str, float], is_cpu: bool) -> float:
+        """Cycles per multiply-add of a candidate's register block on a CPU or not, from its configuration's
+        features alone (:func:`~liftpy.tuning.features.choice_features`, nothing generated): a step's updates
+        (its vector accumulators) and loads, as :meth:`_time` counts a kernel's, over the multiply-adds the step
+        makes. It knows nothing of the memory traffic, the copies or the parallelism: it ranks hundreds of
+        candidates before the best of them are generated and ranked by the whole model."""
+        accumulators = max(1.0, f["accumulators"])
+        cycles = _step_cycles(accumulators, f["step_loads"], accumulators, f["accumulator_share"], is_cpu,
+                              operands=_known(f.get("step_operands"), STEP_OPERANDS))
+        return cycles / max(1.0, f["block_outputs"])
+
+    @staticmethod
     def _time(f: Mapping[str, float]) -> float:
         units = max(1.0, f["compute_units"])
         busy = min(1.0, f["work_groups"] / units) if f["work_groups"] else 1.0  # units with a group to run
         if not math.isnan(f.get("update_instructions", math.nan)):
-            updates = max(1.0, f["update_instructions"])
-            accumulators = max(1.0, f.get("accumulators", 1.0))
-            share = f.get("accumulator_share", 0.0)
-            registers = accumulators / share if share > 0 else math.inf
-            spilled = min(accumulators, max(0.0, accumulators + STEP_OPERANDS - registers))
-            loads = f["load_instructions"] + 2 * updates * spilled / accumulators
-            cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE)
-            if not math.isnan(f.get("cache_lines", math.nan)):  # each new line waits on the next level of cache
-                cycles += f["cache_lines"] / LINES_PER_CYCLE
-            if f["is_cpu"]:
-                cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / accumulators)
+            cache_lines = f.get("cache_lines", math.nan)
+            cycles = _step_cycles(max(1.0, f["update_instructions"]), f["load_instructions"],
+                                  max(1.0, f.get("accumulators", 1.0)), f.get("accumulator_share", 0.0), f["is_cpu"],
+                                  0.0 if math.isnan(cache_lines) else cache_lines,
+                                  _known(f.get("step_operands"), STEP_OPERANDS))
             return cycles / NOMINAL_UPDATES_PER_MS / units / busy + LAUNCH_MS * f["kernels"]
         lanes = max(1.0, min(f["vector_width"], f["preferred_vector"]))
         arithmetic = f["reduction_updates"] / (units * lanes * NOMINAL_UPDATES_PER_MS)
         moving = (f["global_read_bytes"] + f["global_written_bytes"]) / (units * NOMINAL_BYTES_PER_MS)
         spilled = max(1.0, f["private_share"])  # what exceeds the private budget goes to slower memory
         return max(arithmetic, moving) / busy * spilled + LAUNCH_MS * f["kernels"]
+
+
+def _step_cycles(updates: float, loads: float, accumulators: float, share: float, is_cpu: float,
+                 cache_lines: float = 0.0, operands: float = STEP_OPERANDS) -> float:
+    """Cycles of ``updates`` multiply-add and ``loads`` load instructions into ``accumulators`` vector
+    accumulators (``share``: of the device's vector registers) with ``operands`` registers of a step's values
+    beside them, and ``cache_lines`` new lines: the slower of the pipes, each accumulator that does not fit
+    loaded and stored at every update, a cycle a new line; on a CPU stretched where too few accumulators leave
+    the pipes waiting on a multiply-add's latency."""
+    registers = accumulators / share if share > 0 else math.inf
+    spilled = min(accumulators, max(0.0, accumulators + operands - registers))
+    loads = loads + 2 * updates * spilled / accumulators
+    cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE) + cache_lines / LINES_PER_CYCLE
+    if is_cpu:
+        cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / accumulators)
+    return cycles
+
+
+def _known(value, otherwise: float) -> float:
+    """``value``, unless a trial featurised before it existed lacks it (None or NaN)."""
+    return otherwise if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 class LearnedModel:

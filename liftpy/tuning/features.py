@@ -51,7 +51,7 @@ CHOICE_NAMES = (
     "parallel", "sequential_outer", "unroll", "local_size", "vector", "vector_outer", "pad_copy", "partial",
     "reorder", "local_memory", "chunk", "join_rows", "round_up",
     "blocked_levels", "block_outer", "block_inner", "block_outputs", "accumulators", "accumulator_share",
-    "step_loads", "loads_per_update",
+    "step_loads", "loads_per_update", "step_operands",
 )
 
 
@@ -61,7 +61,10 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     rows' or a rounded level's where the configuration is of that side). Counted in the device's vector registers
     (a vector of 16 lanes where the device prefers 8 takes two): a block of ``a x b`` outputs with its ``a`` in
     vectors of ``v`` lanes keeps ``a b / v`` vector accumulators and loads ``a / v + b`` values a step (vectors
-    and broadcasts). Fewer loads per update, and accumulators within the registers, make a faster step."""
+    and broadcasts), of which the ``a / v`` vectors and a broadcast are its operands, held in registers beside the
+    accumulators while the step multiplies each broadcast by the vectors (a 1D block's: the value it broadcasts
+    and a vector). Fewer loads per update, and accumulators and operands within the registers, make a faster
+    step."""
     from ..rewrite.route import vector_registers
     from ..rewrite.route.choices import ABSENT
 
@@ -75,13 +78,15 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     if len(blocked) >= 2:
         vectorised, other = (outer, inner) if config.get("vector_outer", 0) else (inner, outer)
         loads = vectorised / lanes * pieces + other
+        operands = vectorised / lanes * pieces + 1
     else:
         loads = outputs / lanes * pieces + 1
+        operands = 2
     accumulators = outputs / lanes * pieces
     out = {name: float(config.get(name, 0) or 0) for name in CHOICE_NAMES[:13]}
     out.update(blocked_levels=len(blocked), block_outer=outer, block_inner=inner, block_outputs=outputs,
                accumulators=accumulators, accumulator_share=accumulators / vector_registers(device),
-               step_loads=loads, loads_per_update=loads / max(1.0, accumulators))
+               step_loads=loads, loads_per_update=loads / max(1.0, accumulators), step_operands=operands)
     return {name: float(out[name]) for name in CHOICE_NAMES}
 
 

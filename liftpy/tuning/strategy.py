@@ -94,14 +94,18 @@ class ModelGuided:
     neighbours of the best predicted not expanded yet, joined to the pool, ``climbs`` of them in a search: each
     neighbourhood is a few dozen candidates to generate). Every result observed is handed on
     (``learn(features, time)``), so that the model is trained again before the next batch. When the pool is
-    spent, another random sample joins it. ``trials`` (the budget) is taken as every strategy takes it; the pool
-    does not depend on it."""
+    spent, another random sample joins it. With a ``prefilter`` (configurations -> figures, lower better, from
+    the configurations alone: nothing generated), each random sample is ``drawn`` configurations, of which the
+    ``pool`` best by it and a quarter as many others at random are featurised. ``trials`` (the budget) is taken
+    as every strategy takes it; the pool does not depend on it."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
                  learn: Callable[[dict, float], None] = lambda features, time_ms: None,
-                 pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3):
+                 pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3,
+                 prefilter: Callable[[list[dict]], Sequence[float]] | None = None, drawn: int = 512):
         self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
+        self.prefilter, self.drawn = prefilter, drawn
         self._climbs_left = climbs
         self.first = [first] if isinstance(first, dict) else list(first or [])
         self.pool_size, self.explore, self.parents = pool, explore, parents
@@ -148,9 +152,21 @@ class ModelGuided:
         then the neighbours of the fastest measured; how many new candidates."""
         new: list[dict] = [] if self._samples else list(self.first)
         if sample or not self._samples:
-            new += self.space.sample(self.pool_size, seed=self.seed + self._samples)
+            new += self._sampled(self.seed + self._samples)
             self._samples += 1
         return self._add(new) + self._expand(sorted(self.times, key=self.times.get)[: self.parents])
+
+    def _sampled(self, seed: int) -> list[dict]:
+        """A random sample's candidates to featurise: ``pool`` of them, or with a prefilter the best ``pool`` of
+        ``drawn`` by it and a quarter as many of the rest."""
+        if self.prefilter is None:
+            return self.space.sample(self.pool_size, seed=seed)
+        drawn = [c for c in self.space.sample(self.drawn, seed=seed) if config_key(c) not in self.configs]
+        figures = self.prefilter(drawn)
+        order = sorted(range(len(drawn)), key=figures.__getitem__)
+        rest = order[self.pool_size:]
+        chosen = order[: self.pool_size] + self.rng.sample(rest, min(len(rest), self.pool_size // 4))
+        return [drawn[i] for i in chosen]
 
     def _expand(self, keys: Sequence[str]) -> int:
         """The neighbours of these candidates not expanded yet joined to the pool; how many new candidates."""

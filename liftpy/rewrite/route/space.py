@@ -357,6 +357,11 @@ class RouteSpace:
         """The route's choice without tuning (:func:`.heuristics.default`)."""
         return heuristics.default(self)
 
+    def plain(self) -> dict[str, int]:
+        """The configuration that chooses nothing: no level blocked, unrolled or in vectors, the padding read
+        where it lies, two levels parallel -- every program's route lowers it."""
+        return self.config(Structure((), 2, 0, 0), {})
+
     def starting_points(self) -> list[dict[str, int]]:
         """The configurations a search tries first, the default first (:func:`.heuristics.starting_points`)."""
         return heuristics.starting_points(self)

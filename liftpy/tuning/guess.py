@@ -1,0 +1,103 @@
+"""A task's configuration chosen by its device's cost model alone, with no measurement of the task.
+
+The guess is the first proposal of a model-guided search (:class:`~liftpy.tuning.strategy.ModelGuided`): of a
+random sample of the task's route space, the best by their register blocks alone
+(:meth:`~liftpy.tuning.cost_model.AnalyticModel.block_cycles`: the device's vector registers and pipes, nothing
+generated), and then the neighbours of the best predicted, featurised (lowered and generated, nothing compiled
+or run) and ranked by the device's model -- trained on the device's trials in the tuning database where it
+holds some, else the analytic model alone. Candidates are featurised in this process (a script without a
+``__main__`` guard must not start processes). A guess is kept on disk (liftpy's cache) by its task, the
+device's facts and the trials its model learned from.
+
+It is what is meant to replace the route's hand-written default (:meth:`RouteSpace.default
+<liftpy.rewrite.route.RouteSpace.default>`) for an untuned task; ``benchmarks/default_guess.py`` measures the two
+against long tunings, and until the guess is as good the default stays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Sequence
+
+from .._cache import remembered
+from .cost_model import DeviceModel
+from .db import TuningDB
+
+#: candidates a guess featurises and ranks first, and the most climbs from the best of them (each joins the
+#: neighbours of the best predicted to the pool, until the best two are climbed from); about a minute for a
+#: VGG-16 layer in one process, paid once a task and device
+GUESS_POOL = 16
+GUESS_CLIMBS = 16
+#: random configurations a guess's pool is the best of, by their register blocks alone (nothing generated)
+GUESS_DRAWN = 512
+#: guesses liftpy's cache keeps (a network's distinct layers on a few devices)
+GUESSES_KEPT = 512
+
+
+def device_model(database: TuningDB | None, device_name: str) -> DeviceModel:
+    """A device's cost model, to be trained on every correct trial of the device in ``database`` that carries
+    its features (none: the analytic model)."""
+    rows = [] if database is None else [
+        (t.features, t.time_ms, t.task_key)
+        for t in database.trials(device=device_name, status="ok") if t.features and t.time_ms]
+    return DeviceModel(rows)
+
+
+def model_search(task, space, model: DeviceModel, trials: int, seed: int, featurise=None):
+    """The model-guided search of ``task`` over ``space`` whose first proposal is the guess (its candidates'
+    features from ``featurise``, by default made in this process; each result it is told trains ``model``)."""
+    from .cost_model import AnalyticModel
+    from .features import choice_features
+    from .strategy import ModelGuided
+
+    def here(configs):
+        return features_here(task, space, configs)
+
+    def blocks(configs):
+        device = space.device
+        return [AnalyticModel.block_cycles(choice_features(space, c, device), device.is_cpu) for c in configs]
+
+    return ModelGuided(space, trials, seed, None, model, featurise or here,
+                       lambda features, time_ms: model.learn(features, time_ms, task.key), pool=GUESS_POOL,
+                       climbs=GUESS_CLIMBS, prefilter=blocks, drawn=GUESS_DRAWN)
+
+
+def features_here(task, space, configs: Sequence[dict]) -> list[dict | None]:
+    """Candidates' features, generated in this process (None for one that does not lower or generate)."""
+    from .builder import Build, build_candidates
+
+    device = space.device
+    return [b.features if b.failure is None else None
+            for b in build_candidates([Build(task.portable(), device, c) for c in configs], space)]
+
+
+def best_guess(task, device, database: TuningDB | str | Path | None = None, seed: int = 0, space=None) -> dict:
+    """The model's configuration for ``task`` on ``device`` (a :class:`~liftpy.device.Device`): the first
+    proposal of :func:`model_search` (over ``space``, where the caller has made the task's), its model trained
+    on the device's trials in ``database`` (or the database at that path, only read; none there: no trials)."""
+    if isinstance(database, (str, Path)):
+        if not Path(database).exists():
+            return best_guess(task, device, None, seed, space)
+        opened = TuningDB(database, readonly=True)
+        try:
+            return best_guess(task, device, opened, seed, space)
+        finally:
+            opened.close()
+    model = device_model(database, device.name)
+    learned = hashlib.sha256("\n".join(sorted(repr((k, t, sorted(f.items()))) for f, t, k in model.rows))
+                             .encode()).hexdigest()
+    text = f"{task.key}\n{device!r}\n{learned}\n{seed}\n{GUESS_POOL} {GUESS_CLIMBS} {GUESS_DRAWN}"
+
+    def derive() -> dict:
+        made = space if space is not None else task.space(device)
+        chosen = model_search(task, made, model, 1, seed).propose(1)
+        if not chosen:  # nothing in the space lowers: the plain configuration, whose failure then says why
+            return task.complete(made.plain())
+        return task.complete(chosen[0])
+
+    return dict(remembered("guess", text, derive, kept=GUESSES_KEPT))
+
+
+__all__ = ["best_guess", "device_model", "model_search", "features_here", "GUESS_POOL", "GUESS_CLIMBS",
+           "GUESS_DRAWN"]
