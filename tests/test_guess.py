@@ -39,7 +39,7 @@ def test_the_guess_is_a_configuration_of_the_space_kept_on_disk_and_computes_wha
     rng = np.random.default_rng(3)
     x, w, b = (rng.standard_normal(shape, dtype=np.float32) for shape in ((1, 8, 12, 12), (16, 8, 3, 3), (16,)))
     got = liftpy.compile(space.lower(config), task.size_map).run({"input": x, "weights": w, "biases": b},
-                                                                         poison=True).output
+                                                                 poison=True).output
     expected = np.maximum(reference.conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)), 0)
     assert np.allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 

@@ -211,6 +211,14 @@ class DeviceModel:
         self.rows = list(rows)  # (features, time in ms, its task)
         self._fitted = -1
 
+    @classmethod
+    def of(cls, database, device_name: str) -> "DeviceModel":
+        """The device's model, to be trained on every correct trial of the device in ``database`` (a
+        :class:`~liftpy.tuning.db.TuningDB`, or None) that carries its features."""
+        return cls([] if database is None else [
+            (t.features, t.time_ms, t.task_key)
+            for t in database.trials(device=device_name, status="ok") if t.features and t.time_ms])
+
     def learn(self, features: Mapping[str, float], time_ms: float, task=None) -> None:
         self.rows.append((features, time_ms, task))
 

@@ -35,15 +35,6 @@ GUESS_DRAWN = 512
 GUESSES_KEPT = 512
 
 
-def device_model(database: TuningDB | None, device_name: str) -> DeviceModel:
-    """A device's cost model, to be trained on every correct trial of the device in ``database`` that carries
-    its features (none: the analytic model)."""
-    rows = [] if database is None else [
-        (t.features, t.time_ms, t.task_key)
-        for t in database.trials(device=device_name, status="ok") if t.features and t.time_ms]
-    return DeviceModel(rows)
-
-
 def model_search(task, space, model: DeviceModel, trials: int, seed: int, featurise=None):
     """The model-guided search of ``task`` over ``space`` whose first proposal is the guess (its candidates'
     features from ``featurise``, by default made in this process; each result it is told trains ``model``)."""
@@ -84,7 +75,7 @@ def best_guess(task, device, database: TuningDB | str | Path | None = None, seed
             return best_guess(task, device, opened, seed, space)
         finally:
             opened.close()
-    model = device_model(database, device.name)
+    model = DeviceModel.of(database, device.name)
     learned = hashlib.sha256("\n".join(sorted(repr((k, t, sorted(f.items()))) for f, t, k in model.rows))
                              .encode()).hexdigest()
     text = f"{task.key}\n{device!r}\n{learned}\n{seed}\n{GUESS_POOL} {GUESS_CLIMBS} {GUESS_DRAWN}"
@@ -99,5 +90,5 @@ def best_guess(task, device, database: TuningDB | str | Path | None = None, seed
     return dict(remembered("guess", text, derive, kept=GUESSES_KEPT))
 
 
-__all__ = ["best_guess", "device_model", "model_search", "features_here", "GUESS_POOL", "GUESS_CLIMBS",
+__all__ = ["best_guess", "model_search", "features_here", "GUESS_POOL", "GUESS_CLIMBS",
            "GUESS_DRAWN"]

@@ -32,7 +32,6 @@ from ..errors import InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
 from .cost_model import DeviceModel
 from .db import Best, TuningDB, best_of, config_key, joined, lighter_rivals
-from .guess import device_model
 from .measure import Timing, batch_seed
 from .program import ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
@@ -244,7 +243,7 @@ class Tuner:
     def _device_model(self) -> DeviceModel:
         """The device's cost model, trained on every task's trials of the device in the database."""
         if self._model is None:
-            self._model = device_model(self.database, self.device["name"])
+            self._model = DeviceModel.of(self.database, self.device["name"])
         return self._model
 
     def _featurise(self, task: ProgramTask, configs: list[dict]) -> list[dict | None]:
