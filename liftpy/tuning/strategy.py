@@ -97,7 +97,11 @@ class ModelGuided:
     spent, another random sample joins it. With a ``prefilter`` (configurations -> figures, lower better, from
     the configurations alone: nothing generated), each random sample is ``drawn`` configurations, of which the
     ``pool`` best by it and a quarter as many others at random are featurised. ``trials`` (the budget) is taken
-    as every strategy takes it; the pool does not depend on it."""
+    as every strategy takes it; the pool does not depend on it.
+
+    ``first[0]`` -- the space's own pick, what an untuned call runs -- is measured in the first batch whatever
+    the model predicts of it: a search of a few trials (a network's small tasks get five or so) then never
+    leaves a task slower than it was untuned, where a model trained on other tasks misranks this one."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
@@ -136,8 +140,18 @@ class ModelGuided:
         chosen = ranked[: n - explored]
         rest = ranked[n - explored:]
         chosen += self.rng.sample(rest, min(explored, len(rest)))
+        anchor = self._anchor()
+        if anchor is not None and anchor not in chosen:
+            chosen = [anchor] + chosen[: n - 1]
         self.proposed.update(chosen)
         return [dict(self.configs[k]) for k in chosen]
+
+    def _anchor(self) -> str | None:
+        """``first[0]``'s key while it is unmeasured and builds: measured in the first batch."""
+        if not self.first:
+            return None
+        key = config_key(self.first[0])
+        return key if key not in self.proposed and self.features.get(key) is not None else None
 
     def _ranked(self) -> list[str]:
         """The pool's unmeasured candidates, best predicted first."""

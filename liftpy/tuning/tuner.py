@@ -227,8 +227,9 @@ class Tuner:
         return _Tuned(slot, space, strategy, measured)
 
     def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
-        """The search of a task, told the route's starting points: the model-guided one ranks them with the rest of
-        its pool, the others measure them first."""
+        """The search of a task, told the route's starting points: the model-guided one measures the default
+        (the first) in its first batch and ranks the others with the rest of its pool; the others measure them
+        all first."""
         first = space.starting_points()
         if self.strategy == "model":
             model = self._device_model()
