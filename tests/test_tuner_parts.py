@@ -411,6 +411,30 @@ def test_a_model_guided_search_measures_what_its_model_ranks_first_and_learns_ev
     assert {"a": 37} in proposed  # the neighbours of the fastest lead to the optimum
 
 
+def test_a_model_guided_search_measures_each_opinion_first_whatever_its_model_predicts():
+    """The first batch: the space's own pick (``first[0]``, what an untuned call runs), the second opinion's best
+    predicted, then the model's ranking -- each measured once, never again."""
+    from liftpy.tuning.strategy import ModelGuided
+
+    class NearNinety:
+        def predict(self, features):
+            return [abs(f["a"] - 90) for f in features]
+
+    featurised = []
+
+    def featurise(configs):
+        featurised.extend(configs)
+        return [{"time": line_time(c), "a": c["a"]} for c in configs]
+
+    search = ModelGuided(LineSpace(), 24, 0, [{"a": 5}], Oracle(), featurise, pool=20, climbs=0,
+                         second_opinion=NearNinety())
+    first = search.propose(3)
+    pool = [c for c in featurised if c != {"a": 5}]
+    assert first == [{"a": 5}, min(pool, key=lambda c: abs(c["a"] - 90)), min(pool, key=line_time)]
+    later = [c for _ in range(3) for c in search.propose(7)]
+    assert not [c for c in later if c in first] and len({c["a"] for c in later}) == len(later)
+
+
 def test_a_model_guided_search_whose_pool_is_spent_draws_another_sample():
     from liftpy.tuning.strategy import ModelGuided
 

@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..errors import InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
-from .cost_model import DeviceModel
+from .cost_model import AnalyticModel, DeviceModel
 from .db import Best, TuningDB, best_of, config_key, joined, lighter_rivals
 from .measure import Timing, batch_seed
 from .program import ROUTE, ProgramTask
@@ -228,15 +228,15 @@ class Tuner:
 
     def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
         """The search of a task, told the route's starting points: the model-guided one measures the default
-        (the first) in its first batch and ranks the others with the rest of its pool; the others measure them
-        all first."""
+        (the first) and the analytic model's pick in its first batch, and ranks the rest with the device's model;
+        the others measure them all first."""
         first = space.starting_points()
         if self.strategy == "model":
             model = self._device_model()
             return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
                                lambda features, time_ms: model.learn(features, time_ms, task.key),
                                pool=min(MODEL_POOL, POOL_PER_TRIAL * trials),
-                               climbs=min(MODEL_CLIMBS, 1 + trials // CLIMB_TRIALS))
+                               climbs=min(MODEL_CLIMBS, 1 + trials // CLIMB_TRIALS), second_opinion=AnalyticModel())
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
