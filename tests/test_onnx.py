@@ -111,6 +111,83 @@ def test_the_memory_plan_reuses_a_buffer_once_its_last_reader_has_run():
     assert plan.slot["x"] not in {plan.slot[t] for t in live}  # the input keeps its buffer
 
 
+def concat_net(batch: int):
+    """Three convolutions of one input concatenated (two concat2 steps, the first's output a piece of the
+    second's), then a convolution reading the whole: pieces of 2048 and 1024 bytes a image."""
+    b = Builder(11)
+    a = b.node("Relu", [b.conv("x", "a", 4, 8, 3, pad=1)], "ar")
+    c = b.conv("x", "c", 4, 8, 1)
+    d = b.node("Relu", [b.conv("x", "d", 4, 4, 3, pad=1)], "dr")
+    cat = b.node("Concat", [a, c, d], "cat", axis=1)
+    b.conv(cat, "y", 20, 6, 3, pad=1)
+    return b.model({"x": [batch, 4, 8, 8]}, {"y": [batch, 6, 8, 8]})
+
+
+def live_bytes_overlap(net, plan) -> list:
+    """Pairs of tensors alive at once whose bytes overlap in one buffer (a tensor is alive from the step that
+    writes it, or the first that writes a piece of it, to its last reader; a piece and its whole are one)."""
+    home = {t: MemoryPlan.home(net, t, plan.parts)[0] for t in net.shapes}
+    span = {}
+    for index, step in enumerate(net.steps):
+        for tensor in [step.output] + [t for _, t in step.reads]:
+            owner = home[tensor]
+            first, _ = span.get(owner, (index, index))
+            span[owner] = (min(first, index), index)
+    for name in (*net.inputs, *net.outputs):
+        span[home[name]] = (0 if name in net.inputs else span[home[name]][0], len(net.steps))
+    regions = {owner: plan.place(net, owner) for owner in span}
+    clashes = []
+    for a, (slot_a, at_a, size_a) in regions.items():
+        for b, (slot_b, at_b, size_b) in regions.items():
+            if a < b and slot_a == slot_b and at_a < at_b + size_b and at_b < at_a + size_a:
+                (s_a, e_a), (s_b, e_b) = span[a], span[b]
+                if s_a <= e_b and s_b <= e_a:
+                    clashes.append((a, b))
+    return clashes
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_concatenation_of_one_image_is_written_in_place_by_its_inputs_steps(batch):
+    """With one image, a concatenation's pieces lie whole in its output: their steps write there (sub-buffers)
+    and the concatenation runs no kernel; with two, it runs its kernel. Both agree with ONNX Runtime, the first
+    call's step-by-step check included (which reads every piece and the whole), and no two tensors alive at
+    once share a byte."""
+    model = concat_net(batch)
+    net = liftpy.onnx.from_model(model)
+    concats = [i for i, step in enumerate(net.steps) if step.function == "concat2"]
+    assert len(concats) == 2
+    prepared = net.prepare(db=NO_DB)
+    if batch == 1:
+        assert prepared.elided == frozenset(concats)
+        assert all(prepared.programs[i] is None for i in concats)
+        assert prepared.parts == {"ar": ("cat#1", 0), "c": ("cat#1", 2048), "cat#1": ("cat", 0), "dr": ("cat", 4096)}
+        assert prepared.plan.bytes < MemoryPlan.make(net).bytes  # the pieces need no buffers of their own
+    else:
+        assert not prepared.elided and not prepared.parts
+    assert not live_bytes_overlap(net, prepared.plan)
+    x = np.random.default_rng(batch).standard_normal((batch, 4, 8, 8)).astype(np.float32)
+    assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
+    assert prepared.checked
+    assert agrees(prepared.run({"x": -x})["y"], onnx_runtime(model, -x))
+
+
+def test_a_piece_the_device_cannot_align_keeps_its_concatenation_kernel(monkeypatch):
+    """A sub-buffer starts at a multiple of the device's alignment: with 4096 bytes, the second piece of the
+    first concatenation (at 2048) cannot be written in place, so that step runs its kernel; the second
+    concatenation's pieces (at 0 and 4096) still are."""
+    import liftpy.nn.network as network
+
+    model = concat_net(1)
+    net = liftpy.onnx.from_model(model)
+    assert net.concat_parts(4096) == {"cat#1": ("cat", 0), "dr": ("cat", 4096)}
+    monkeypatch.setattr(network, "_alignment", lambda device: 4096)
+    prepared = net.prepare(db=NO_DB)
+    assert [net.steps[i].output for i in prepared.elided] == ["cat"]
+    assert not live_bytes_overlap(net, prepared.plan)
+    x = np.random.default_rng(5).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
+
+
 def test_the_first_call_finds_a_step_computing_something_else():
     """Two steps of one task with different weights: running each with the other's program (its weights) must
     fail the checked first call, naming the step."""

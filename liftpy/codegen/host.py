@@ -164,8 +164,9 @@ SLOTS = {slots}  # the activation buffers' bytes
 INPUTS = {inputs}  # name, buffer, shape
 OUTPUTS = {outputs}  # name, buffer, shape
 # per step: its name, its .cl file, its kernels (name, global size, local size, arguments) -- an argument is
-# ["slot", buffer], ["constant", file.npy], ["temp", name, bytes] or ["scalar", C type, value as text] -- and those run
-# once (the weights' layout changes)
+# ["slot", buffer], ["part", buffer, byte offset, bytes] (a region of a buffer: a concatenation's input written in
+# place), ["constant", file.npy], ["temp", name, bytes] or ["scalar", C type, value as text] -- and those run once
+# (the weights' layout changes)
 STEPS = {steps}
 
 
@@ -193,6 +194,12 @@ def main(argv=None):
                 kind = argument[0]
                 if kind == "slot":
                     value = slots[argument[1]]
+                elif kind == "part":
+                    align = ctx.devices[0].mem_base_addr_align // 8
+                    if argument[2] % align:
+                        raise SystemExit(f"{{name}}: this device aligns sub-buffers to {{align}} bytes, not offset "
+                                         f"{{argument[2]}}: export the network again on it")
+                    value = slots[argument[1]].get_sub_region(argument[2], argument[3])
                 elif kind == "constant":  # uploaded once, kept (a kernel's argument holds no reference)
                     if argument[1] not in constants:
                         data = np.ascontiguousarray(np.load(HERE / argument[1]), dtype=np.float32)

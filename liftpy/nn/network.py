@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -45,18 +45,44 @@ class Network:
             tensor = self.views[tensor]
         return tensor
 
+    def concat_parts(self, align: int = 4) -> dict[str, tuple[str, int]]:
+        """The tensors a concatenation's producers write straight into its output: a piece (its root) -> (the
+        concatenation's output, byte offset). A concatenation of the channels of one image (nothing before the
+        channels) has its pieces whole and in order in its output; each piece must be a step's output no other
+        concatenation takes, not the network's input or output, and start at a multiple of ``align`` bytes (the
+        device's alignment of a sub-buffer). A concatenation whose pieces do not all qualify keeps its kernel."""
+        parts: dict[str, tuple[str, int]] = {}
+        ends = {self.root(t) for t in (*self.inputs, *self.outputs)}
+        for step in self.steps:
+            if step.function != "concat2" or step.shape[0] != 1:
+                continue
+            pieces = [self.root(tensor) for _, tensor in step.reads]
+            offsets = [0, 4 * int(np.prod(self.shapes[pieces[0]]))]
+            if len(set(pieces)) == len(pieces) and all(
+                    piece not in parts and piece not in ends and offset % align == 0
+                    for piece, offset in zip(pieces, offsets)):
+                parts.update({piece: (step.output, offset) for piece, offset in zip(pieces, offsets)})
+        return parts
+
+    def elided(self, parts: Mapping[str, tuple[str, int]]) -> frozenset[int]:
+        """The steps that run no kernel with these ``parts``: concatenations their pieces' producers write."""
+        return frozenset(index for index, step in enumerate(self.steps)
+                         if step.reads and all(parts.get(self.root(t), ("",))[0] == step.output for _, t in step.reads))
+
     def tasks(self) -> list[tuple[object, int]]:
         """The distinct steps' tasks (identical operators at identical sizes are one) and how often each runs a
         call."""
         return list(Counter(step.task for step in self.steps).items())
 
-    def groups(self) -> list[tuple[tuple[tuple[str, object], ...], int]]:
+    def groups(self, elided: frozenset[int] = frozenset()) -> list[tuple[tuple[tuple[str, object], ...], int]]:
         """For each distinct step, its programs -- (algorithm, task), the direct one first -- and how often it
-        runs a call: what :meth:`tune` gives one budget."""
-        first = {}
-        for step in self.steps:
+        runs a call (the ``elided`` steps not counted, a task only they have left out): what :meth:`tune` gives
+        one budget."""
+        first, counts = {}, Counter()
+        for index, step in enumerate(self.steps):
             first.setdefault(step.task, step)
-        return [(first[task].programs, count) for task, count in self.tasks()]
+            counts[step.task] += index not in elided
+        return [(first[task].programs, counts[task]) for task, _ in self.tasks() if counts[task]]
 
     def describe(self) -> str:
         """A few lines: the inputs and outputs, the steps by operator, the distinct tasks, the notes."""
@@ -100,9 +126,10 @@ class Network:
         it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next call
         (and :meth:`prepare` with the same ``db``) runs them. A step with no correct trial is None, said on
         stderr: it keeps the route's default (checked at its first call) and the other steps their bests."""
+        from ..runtime import get_device
         from ..tuning import tune_groups
 
-        groups = self.groups()
+        groups = self.groups(self.elided(self.concat_parts(_alignment(get_device(device)))))
         if trials < len(groups):
             raise InputError(f"{self.name} has {len(groups)} distinct tasks: tune it with at least that many trials")
         bests = tune_groups([list(programs) for programs, _ in groups], trials, db, device, seed,
@@ -121,23 +148,43 @@ def _shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
 class MemoryPlan:
     """Which device buffer holds each activation (by its root tensor), and each buffer's bytes. With reuse, a
     buffer no step reads any more holds the next activation of its size (the queue runs in order, so every
-    kernel that read it has run before the next writes); the network's outputs keep theirs."""
+    kernel that read it has run before the next writes); the network's outputs keep theirs. ``parts``
+    (:meth:`Network.concat_parts`) lie inside another tensor's buffer, which is taken when the first is
+    written and kept until the last reader of any of them has run."""
 
     slot: Mapping[str, int]
     sizes: tuple[int, ...]
+    parts: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
         return sum(self.sizes)
 
+    @staticmethod
+    def home(network: Network, tensor: str, parts: Mapping[str, tuple[str, int]] | None) -> tuple[str, int]:
+        """The tensor whose buffer holds ``tensor``, and the byte offset there."""
+        root, offset = network.root(tensor), 0
+        while parts and root in parts:
+            whole, at = parts[root]
+            root, offset = network.root(whole), offset + at
+        return root, offset
+
+    def place(self, network: Network, tensor: str) -> tuple[int, int, int]:
+        """A tensor's buffer, byte offset and bytes."""
+        root, offset = self.home(network, tensor, self.parts)
+        return self.slot[root], offset, 4 * int(np.prod(network.shapes[tensor]))
+
     @classmethod
-    def make(cls, network: Network, reuse: bool = True) -> "MemoryPlan":
+    def make(cls, network: Network, reuse: bool = True,
+             parts: Mapping[str, tuple[str, int]] | None = None) -> "MemoryPlan":
+        parts = dict(parts or {})
+        home = lambda tensor: cls.home(network, tensor, parts)[0]  # noqa: E731 - the tensor owning the buffer
         nbytes = {name: 4 * int(np.prod(shape)) for name, shape in network.shapes.items()}
         last_read: dict[str, int] = {}
         for index, step in enumerate(network.steps):
             for _, tensor in step.reads:
-                last_read[network.root(tensor)] = index
-        kept = {network.root(t) for t in network.outputs} | {network.root(t) for t in network.inputs}
+                last_read[home(tensor)] = index
+        kept = {home(t) for t in network.outputs} | {home(t) for t in network.inputs}
         slot: dict[str, int] = {}
         sizes: list[int] = []
         free: dict[int, list[int]] = {}
@@ -145,21 +192,22 @@ class MemoryPlan:
             slot[name] = len(sizes)
             sizes.append(nbytes[name])
         for index, step in enumerate(network.steps):
-            out = network.root(step.output)
-            want = nbytes[out]
-            if reuse and free.get(want):
-                slot[out] = free[want].pop()
-            else:
-                slot[out] = len(sizes)
-                sizes.append(want)
+            out = home(step.output)
+            if out not in slot:  # a concatenation's buffer is taken when its first piece is written
+                want = nbytes[out]
+                if reuse and free.get(want):
+                    slot[out] = free[want].pop()
+                else:
+                    slot[out] = len(sizes)
+                    sizes.append(want)
             if not reuse:
                 continue
             for _, tensor in step.reads:  # released after this step: its output is never its input's buffer
-                root = network.root(tensor)
+                root = home(tensor)
                 if last_read.get(root) == index and root not in kept:
                     free.setdefault(sizes[slot[root]], []).append(slot[root])
                     last_read.pop(root)
-        return cls(slot, tuple(sizes))
+        return cls(slot, tuple(sizes), parts)
 
 
 class PreparedNetwork:
@@ -168,7 +216,7 @@ class PreparedNetwork:
     memory it holds: activations, weights and each program's intermediates."""
 
     def __init__(self, network: Network, device=None, db=None, check: bool = True):
-        from ..runtime import _cl, context_and_queue, device_info, get_device
+        from ..runtime import context_and_queue, device_info, get_device
 
         self.network = network
         self.device = get_device(device)
@@ -176,21 +224,24 @@ class PreparedNetwork:
         self.context, self.queue = context_and_queue(self.device)
         self.checked = not check
         self.bests = _bests(network, self.device_name, db)
-        self.programs = []
+        self.parts = network.concat_parts(_alignment(self.device))
+        self.elided = network.elided(self.parts)
+        self.programs = []  # None for an elided step
         spaces: dict = {}
         start = time.perf_counter()
-        for step in network.steps:
-            self.programs.append(_compile(step, self.bests.get(step.task), self.device, spaces))
+        for index, step in enumerate(network.steps):
+            self.programs.append(None if index in self.elided
+                                 else _compile(step, self.bests.get(step.task), self.device, spaces))
         self.compile_s = time.perf_counter() - start
-        self.plan = MemoryPlan.make(network)
-        cl = _cl()
-        self.buffers = [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(n, 4)) for n in self.plan.sizes]
+        self.plan = MemoryPlan.make(network, parts=self.parts)
+        self.buffers = self._buffers(self.plan)
         self.step_ms: list[float] | None = None
 
     @property
     def weight_bytes(self) -> int:
         """The device memory the programs keep: their constant inputs and intermediates."""
-        return sum(buffer.size for program in self.programs for buffer in program.buffers.values())
+        return sum(buffer.size for program in self.programs if program is not None
+                   for buffer in program.buffers.values())
 
     @property
     def peak_bytes(self) -> int:
@@ -205,7 +256,7 @@ class PreparedNetwork:
         if not self.checked:
             self._checked_run(hosts)
             self.checked = True
-        return self._run(hosts, self.plan, self.buffers, profile)
+        return self._run(hosts, self.buffers, profile)
 
     def timed(self, feeds: Mapping[str, object], calls: int = 5) -> tuple[float, list[float]]:
         """``calls`` calls after the checked first one: the whole call's median in ms (numpy in, numpy out) and
@@ -230,16 +281,22 @@ class PreparedNetwork:
         total = sum(step_ms) or 1.0
         width = min(max(len(step.name) for step in self.network.steps), 60)
         lines = [f"{'step':<{width}}  {'operator':<34} {'program':<15} {'configuration':<22} {'ms':>8} {'share':>6}"]
-        for step, ms in zip(self.network.steps, step_ms):
+        for index, (step, ms) in enumerate(zip(self.network.steps, step_ms)):
             best = self.bests.get(step.task)
             source = "route default" if best is None else f"tuned ({best.time_ms:.3f} ms)"
             program = "winograd" if best is not None and best.name == WINOGRAD else step.function
+            if index in self.elided:
+                program, source = "none", "written in place"
             name = step.name if len(step.name) <= width else "..." + step.name[-width + 3:]
             lines.append(f"{name:<{width}}  {step.op:<34} {program:<15} {source:<22} {ms:8.3f} "
                          f"{100 * ms / total:5.1f}%")
-        tuned = sum(1 for step in self.network.steps if step.task in self.bests)
+        tuned = sum(1 for index, step in enumerate(self.network.steps)
+                    if step.task in self.bests and index not in self.elided)
+        run = len(self.network.steps) - len(self.elided)
         lines.append(f"kernels {sum(step_ms):.3f} ms; the whole call (numpy in, numpy out) {call_ms:.3f} ms, median "
-                     f"of {calls}; {tuned} of {len(self.network.steps)} steps tuned on {self.device_name}")
+                     f"of {calls}; {tuned} of {run} steps tuned on {self.device_name}"
+                     + (f"; {len(self.elided)} concatenations written in place by their inputs' steps"
+                        if self.elided else ""))
         lines.append(f"device memory: {format_bytes(self.peak_bytes)} (activations {format_bytes(self.plan.bytes)} "
                      f"in {len(self.plan.sizes)} buffers; weights and intermediates {format_bytes(self.weight_bytes)})")
         return lines
@@ -256,21 +313,25 @@ class PreparedNetwork:
         network, plan = self.network, self.plan
         written, steps = [], []
         for index, (step, program) in enumerate(zip(network.steps, self.programs)):
+            if program is None:  # a concatenation its inputs' steps write
+                continue
             generated = program.executable.generated
             best = self.bests.get(step.task)
             constants = step.constants_of(WINOGRAD if best is not None and best.name == WINOGRAD else DIRECT)
             source = directory / f"step{index:02d}.cl"
             source.write_text(generated.combined_source)
             written.append(source)
-            slots = {param: plan.slot[network.root(tensor)] for param, tensor in step.reads}
-            slots[generated.output] = plan.slot[network.root(step.output)]
+            slots = {param: plan.place(network, tensor) for param, tensor in step.reads}
+            slots[generated.output] = plan.place(network, step.output)
             kinds = {b.name: b for b in generated.buffers}
             kernels = []
             for kernel in generated.kernels:
                 arguments = []
                 for name in kernel.args:
                     if name in slots:
-                        arguments.append(["slot", slots[name]])
+                        slot, offset, size = slots[name]
+                        whole = offset == 0 and size == plan.sizes[slot]
+                        arguments.append(["slot", slot] if whole else ["part", slot, offset, size])
                     elif name in dict(generated.scalar_params):
                         arguments.append(["scalar", dict(generated.scalar_params)[name],
                                           str(float(constants[name]))])
@@ -286,33 +347,36 @@ class PreparedNetwork:
                                 None if kernel.launch.local_size is None else list(kernel.launch.local_size),
                                 arguments])
             steps.append([step.name, source.name, kernels, list(program.hoisted)])
-        inputs = [[name, plan.slot[name], list(shape)] for name, shape in network.inputs.items()]
-        outputs = [[name, plan.slot[network.root(name)], list(network.shapes[name])] for name in network.outputs]
+        inputs = [[name, plan.place(network, name)[0], list(shape)] for name, shape in network.inputs.items()]
+        outputs = [[name, plan.place(network, name)[0], list(network.shapes[name])] for name in network.outputs]
         host = directory / "host.py"
         host.write_text(network_script(network.name, plan.sizes, inputs, outputs, steps))
         written.append(host)
         return written
 
-    def _run(self, hosts, plan: MemoryPlan, buffers, profile: bool, every: bool = False) -> dict[str, np.ndarray]:
+    def _run(self, hosts, buffers: Mapping[str, object], profile: bool, every: bool = False) -> dict[str, np.ndarray]:
+        """One call on ``buffers`` (each tensor's, :meth:`_buffers`); with ``every``, every step's output read."""
         from ..errors import DeviceError
         from ..runtime import _cl, _event_ms
 
         cl = _cl()
         network = self.network
-        of = lambda tensor: buffers[plan.slot[network.root(tensor)]]  # noqa: E731 - the buffer of a tensor
         for name, host in hosts.items():
-            cl.enqueue_copy(self.queue, of(name), host, is_blocking=False)
+            cl.enqueue_copy(self.queue, buffers[name], host, is_blocking=False)
         events = []
         for step, program in zip(network.steps, self.programs):
-            given = {param: of(tensor) for param, tensor in step.reads}
-            given[program.executable.generated.output] = of(step.output)
+            if program is None:  # written by its inputs' steps
+                events.append([])
+                continue
+            given = {param: buffers[tensor] for param, tensor in step.reads}
+            given[program.executable.generated.output] = buffers[step.output]
             events.append(program.enqueue(given))
         wanted = [step.output for step in network.steps] if every else list(network.outputs)
         results = {}
         try:
             for tensor in wanted:
                 out = np.empty(network.shapes[tensor], np.float32)
-                cl.enqueue_copy(self.queue, out, of(tensor), is_blocking=False)
+                cl.enqueue_copy(self.queue, out, buffers[tensor], is_blocking=False)
                 results[tensor] = out
             self.queue.finish()
         except cl.Error as e:
@@ -320,6 +384,22 @@ class PreparedNetwork:
         if profile:
             self.step_ms = [sum(_event_ms(e) for e in step_events) for step_events in events]
         return results
+
+    def _buffers(self, plan: MemoryPlan) -> dict[str, object]:
+        """Each tensor's device memory under ``plan``: its buffer, or the region of it a part of a concatenation
+        is (a sub-buffer)."""
+        from ..runtime import _cl
+
+        cl = _cl()
+        buffers = [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(n, 4)) for n in plan.sizes]
+        regions = {}
+        for tensor in self.network.shapes:
+            if MemoryPlan.home(self.network, tensor, plan.parts)[0] not in plan.slot:
+                continue  # never in memory: a fused step's intermediate
+            slot, offset, size = plan.place(self.network, tensor)
+            whole = offset == 0 and size == plan.sizes[slot]
+            regions[tensor] = buffers[slot] if whole else buffers[slot].get_sub_region(offset, max(size, 4))
+        return regions
 
     def _checked_run(self, hosts) -> None:
         """A run with every activation in a buffer of its own, filled with NaN first, and each step's output
@@ -329,12 +409,16 @@ class PreparedNetwork:
 
         cl = _cl()
         network = self.network
-        plan = MemoryPlan.make(network, reuse=False)
-        buffers = [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(n, 4)) for n in plan.sizes]
-        for buffer, n in zip(buffers, plan.sizes):
-            cl.enqueue_fill_buffer(self.queue, buffer, np.float32(np.nan), 0, max(n, 4))
+        plan = MemoryPlan.make(network, reuse=False, parts=self.parts)
+        buffers = self._buffers(plan)
+        filled = set()
+        for tensor in buffers:  # every buffer, through a tensor it holds whole
+            slot, offset, size = plan.place(network, tensor)
+            if offset == 0 and size == plan.sizes[slot] and slot not in filled:
+                filled.add(slot)
+                cl.enqueue_fill_buffer(self.queue, buffers[tensor], np.float32(np.nan), 0, max(size, 4))
         values = {name: host.reshape(network.shapes[name]) for name, host in hosts.items()}
-        values.update(self._run(hosts, plan, buffers, profile=False, every=True))
+        values.update(self._run(hosts, buffers, profile=False, every=True))
         for step in network.steps:
             inputs = {param: _read(values, network, tensor) for param, tensor in step.reads}
             expected, tolerance = step.expected(inputs)
@@ -428,6 +512,11 @@ def _compile(step: Step, best, device, spaces: dict):
         lowered = space.lower(space.default())
     executable = compile_program(lowered, task.size_map, device, task.function)
     return executable.prepare(dict(step.constants), zero_copy=True)
+
+
+def _alignment(device) -> int:
+    """The bytes a sub-buffer's start must be a multiple of on a live device."""
+    return max(4, int(device.mem_base_addr_align) // 8)
 
 
 def _config_text(best) -> str:
