@@ -103,9 +103,9 @@ class ModelGuided:
     ``first[0]`` -- the space's own pick, what an untuned call runs -- and the best predicted by
     ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few trials (a
     network's small tasks get five or so) then never leaves a task slower than it was untuned, nor misses what
-    the formula sees where trees trained on other tasks misrank this one: the best of the three guesses was
-    within 1.67x of a 200-trial search's best on 16 tasks, any one of them alone within 2.2-10.9x
-    (``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
+    the formula sees where trees trained on other tasks misrank this one (on 16 tasks, the best of the three
+    guesses was at worst 1.67x of a 200-trial search's best, each guess alone at worst 2.2-10.9x:
+    ``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
