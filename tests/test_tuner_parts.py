@@ -7,6 +7,7 @@ measured again, a bug stopping the run, and the scheduler's share of one budget.
 
 import hashlib
 import json
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -208,14 +209,15 @@ def test_a_network_keeps_its_other_steps_bests_where_one_step_has_no_correct_tri
         tuned(True, tmp_path / "layers.sqlite")
 
 
-def test_a_bug_stops_the_tuning_with_its_traceback_saved_and_nothing_recorded_for_it(tmp_path):
+def test_a_bug_stops_the_tuning_with_its_traceback_saved_and_nothing_recorded_for_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the report's folder: not left in the system's
     db = tmp_path / "t.sqlite"
     space = task().space(FACTS)
     planted = config_key(task().complete(space.starting_points()[0]))
     with pytest.raises(InternalError) as caught:
         tune(db, 10, runner=FakeRunner([], bug={planted}), confirm=0)
     assert "a bug in liftpy" in caught.value.message and "KeyError: 'planted'" in caught.value.message
-    assert "Traceback" in caught.value.path.read_text()
+    assert "Traceback" in caught.value.path.read_text() and caught.value.path.parent == tmp_path
     assert planted not in {config_key(t.config) for t in rows(db)}
 
 

@@ -8,6 +8,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -152,9 +153,11 @@ def test_a_bug_in_liftpy_stops_the_search_with_its_traceback_saved(tmp_path, cap
     from liftpy.errors import InternalError
     from liftpy.tuning import runner
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the report's folder: not left in the system's
     db = tmp_path / "t.sqlite"
     with pytest.raises(InternalError) as caught:
         liftpy.tune(SMALL, algorithm="direct", trials=3, db=db, seed=0, repeat=1, **QUIET, fault="tests.faults:no_such_fault")
+    assert caught.value.path.parent == tmp_path
     assert "a bug in liftpy" in caught.value.message and str(caught.value.path) in caught.value.message
     report = caught.value.path.read_text()
     assert "Traceback" in report and "no_such_fault" in report
