@@ -188,6 +188,26 @@ def test_a_piece_the_device_cannot_align_keeps_its_concatenation_kernel(monkeypa
     assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
 
 
+def test_a_network_tuned_on_runners_elsewhere_asks_no_device_here(tmp_path, monkeypatch):
+    """With a runner given (a cluster's), tuning a network opens no OpenCL device on the driver, which may have
+    none: every distinct task is tuned, the concatenations' too (whether they run in place is the device's)."""
+    import liftpy.runtime
+    from liftpy.errors import DeviceError
+
+    from .test_tuner_parts import FakeBuilder, FakeRunner
+
+    def no_device(spec=None):
+        raise DeviceError("no OpenCL device here")
+
+    monkeypatch.setattr(liftpy.runtime, "get_device", no_device)
+    net = liftpy.onnx.from_model(concat_net(1))
+    groups = net.groups()
+    assert any(programs[0][1].function == "concat2" for programs, _ in groups)
+    bests = net.tune(trials=len(groups), db=tmp_path / "t.sqlite", runner=FakeRunner([]), builder=FakeBuilder([]),
+                     **QUIET)
+    assert len(bests) == len(groups) and all(best is not None for best in bests)
+
+
 def test_the_first_call_finds_a_step_computing_something_else():
     """Two steps of one task with different weights: running each with the other's program (its weights) must
     fail the checked first call, naming the step."""

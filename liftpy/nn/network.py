@@ -130,7 +130,10 @@ class Network:
         from ..runtime import get_device
         from ..tuning import tune_groups
 
-        groups = self.groups(self.elided(self.concat_parts(_alignment(get_device(device)))))
+        elided = frozenset()  # with runners elsewhere (options' runner) no device here says what is written in place
+        if options.get("runner") is None:
+            elided = self.elided(self.concat_parts(_alignment(get_device(device))))
+        groups = self.groups(elided)
         if trials < len(groups):
             raise InputError(f"{self.name} has {len(groups)} distinct tasks: tune it with at least that many trials")
         bests = tune_groups([list(programs) for programs, _ in groups], trials, db, device, seed,
