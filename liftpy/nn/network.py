@@ -7,9 +7,9 @@ step's program -- the tuning database's best for its task on the device, else th
 and plans the device memory once: each activation gets a buffer, which a later activation reuses once the last
 step reading it has run (:class:`MemoryPlan`); a concatenation of one image runs no kernel where the device
 aligns its pieces: their steps write into regions of its buffer (:meth:`Network.concat_parts`). A call copies
-the inputs in, launches every kernel without waiting, and copies the outputs out. The first call is checked step by step: every activation in a buffer of
-its own, filled with NaN first, each step's output compared with its float64 reference on the inputs the device
-read (:meth:`Step.expected`).
+the inputs in, launches every kernel without waiting, and copies the outputs out. The first call is checked
+step by step: every activation in a buffer of its own, filled with NaN first, each step's output compared with
+its float64 reference on the inputs the device read (:meth:`Step.expected`).
 """
 
 from __future__ import annotations
