@@ -178,6 +178,10 @@ class MemoryPlan:
         root, offset = self.home(network, tensor, self.parts)
         return self.slot[root], offset, 4 * int(np.prod(network.shapes[tensor]))
 
+    def whole(self, slot: int, offset: int, size: int) -> bool:
+        """Whether a place (:meth:`place`) is its buffer whole, not a region of it."""
+        return offset == 0 and size == self.sizes[slot]
+
     @classmethod
     def make(cls, network: Network, reuse: bool = True,
              parts: Mapping[str, tuple[str, int]] | None = None) -> "MemoryPlan":
@@ -334,8 +338,8 @@ class PreparedNetwork:
                 for name in kernel.args:
                     if name in slots:
                         slot, offset, size = slots[name]
-                        whole = offset == 0 and size == plan.sizes[slot]
-                        arguments.append(["slot", slot] if whole else ["part", slot, offset, size])
+                        arguments.append(["slot", slot] if plan.whole(slot, offset, size)
+                                         else ["part", slot, offset, size])
                     elif name in dict(generated.scalar_params):
                         arguments.append(["scalar", dict(generated.scalar_params)[name],
                                           str(float(constants[name]))])
@@ -401,8 +405,8 @@ class PreparedNetwork:
             if MemoryPlan.home(self.network, tensor, plan.parts)[0] not in plan.slot:
                 continue  # never in memory: a fused step's intermediate
             slot, offset, size = plan.place(self.network, tensor)
-            whole = offset == 0 and size == plan.sizes[slot]
-            regions[tensor] = buffers[slot] if whole else buffers[slot].get_sub_region(offset, max(size, 4))
+            regions[tensor] = (buffers[slot] if plan.whole(slot, offset, size)
+                               else buffers[slot].get_sub_region(offset, max(size, 4)))
         return regions
 
     def _checked_run(self, hosts) -> None:
@@ -418,7 +422,7 @@ class PreparedNetwork:
         filled = set()
         for tensor in buffers:  # every buffer, through a tensor it holds whole
             slot, offset, size = plan.place(network, tensor)
-            if offset == 0 and size == plan.sizes[slot] and slot not in filled:
+            if plan.whole(slot, offset, size) and slot not in filled:
                 filled.add(slot)
                 cl.enqueue_fill_buffer(self.queue, buffers[tensor], np.float32(np.nan), 0, max(size, 4))
         values = {name: host.reshape(network.shapes[name]) for name, host in hosts.items()}
