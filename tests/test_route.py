@@ -847,3 +847,26 @@ def test_a_map_bound_by_a_computing_val_is_not_a_parallel_level():
     for config in [space.default()] + space.sample(12, seed=1):
         got = liftpy.compile(space.lower(config), sizes, None, "softmax").run({"input": x}, poison=True).output
         assert np.allclose(got, expected, rtol=1e-5, atol=1e-7), config
+
+
+def test_a_padding_that_adds_nothing_leaves_only_the_view_and_the_copy():
+    """A convolution padded by zero elements at its sizes (a 1x1 or unpadded layer of a network): reading the view
+    branch-free (``pad_copy`` 3) is reading it -- the same kernels -- and a copy with the innermost dimension
+    outermost (2) is the input copied as it lies, so the space holds 0 and 1 (the copy channels-last) only. A
+    configuration recorded with 2 or 3 (a database from before) still lowers and computes numpy's sums."""
+    x, w, b = (np.random.default_rng(3).standard_normal(s).astype(np.float32) for s in [(2, 3, 7, 6), (4, 3, 3, 3), (4,)])
+    sizes = {"N": 2, "C": 3, "H": 7, "W": 6, "K": 4, "kernelHeight": 3, "kernelWidth": 3, "padSize": (0, 0, 0, 0),
+             "stride": (2, 1)}
+    expected = np.maximum(reference.conv2d_nchw(x, w, b, (2, 1), (0, 0, 0, 0)), 0)
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes)
+    assert space.pads and not space.sketcher.padding and not space.rotates
+    assert {s.pad_copy for s in space.structures()} == {0, 1}
+    assert {c["pad_copy"] for c in space.sample(40, seed=1)} == {0, 1}
+    viewed = {**space.default(), "pad_copy": 0}
+    assert space.valid({**viewed, "pad_copy": 1})
+    assert not space.valid({**viewed, "pad_copy": 2}) and not space.valid({**viewed, "pad_copy": 3})
+    sources = {c: [k.source for k in liftpy.compile(space.lower({**viewed, "pad_copy": c}), sizes).generated.kernels]
+               for c in (0, 3)}
+    assert sources[3] == sources[0]
+    for c in (0, 1, 2, 3):
+        _close(_run(space, {**viewed, "pad_copy": c}, {"input": x, "weights": w, "biases": b}, sizes), expected)

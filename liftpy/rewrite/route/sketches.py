@@ -178,11 +178,22 @@ class Sketches:
         #: whether the program pads an input that a copy can take the place of, and a copy rotated too (the
         #: padded view has two dimensions or more)
         self.pads = isinstance(copy_padding(function, sizes)(program), Success)
-        self.rotates = self.pads and isinstance(copy_padding(function, sizes, rotate=True)(program), Success)
+        #: whether that padding adds any element at these sizes: where it adds none, a copy rotated is the input as
+        #: it lies and reading branch-free is reading, so that only the plain view and the copy remain to choose
+        self.padding = self.pads and self._adds_padding()
+        self.rotates = self.padding and isinstance(copy_padding(function, sizes, rotate=True)(program), Success)
         #: whether the program has a sum that partial sums can split
         self.sums = isinstance(partial_sums(arith.Var("partial"))(program), Success)
         #: the length of the sum ``split_sum`` would split (None where it cannot)
         self.sum_length = self._sum_length()
+
+    def _adds_padding(self) -> bool:
+        """Whether a view of the program that pads (its reads guarded) adds or crops an element at these sizes."""
+        from ...typecheck import typecheck
+
+        body = typecheck(self.program, self.sizes).program.function(self.function).body
+        return any(arith.as_expr(p).as_int() != 0 for node in walk(body)
+                   if getattr(primitive_of(node), "guards_reads", False) for p in node.params)
 
     def _sum_length(self) -> int | None:
         from ...typecheck import typecheck

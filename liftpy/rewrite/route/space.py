@@ -28,6 +28,7 @@ from .choices import (
     MAX_ROUNDED_BLOCK,
     MAX_ROUNDING_WASTE,
     NAMES,
+    PAD_COPIED,
     PAD_COPY,
     PARALLEL,
     RELAID,
@@ -95,7 +96,7 @@ class RouteSpace:
         inner_first = [level.name for level in reversed(self.levels)]
         blocks = [b for r in range(MAX_BLOCKED + 1) for b in itertools.combinations(inner_first, r)]
         relaid = {name: bool(self.sketcher.walked_inputs(name)) for name in inner_first}
-        pad_copy = PAD_COPY if self.pads else (0,)
+        pad_copy = PAD_COPY if self.sketcher.padding else (0, PAD_COPIED) if self.pads else (0,)
         partial = (0, 1) if self.sums else (0,)
         reorder = REORDER if self.sketcher.reordered is not None else (0,)
         local_memory = (0,) if self.device.is_cpu else LOCAL_MEMORY
