@@ -126,7 +126,7 @@ def main() -> None:
         tuning_s = 0.0
         if args.trials:
             start = time.perf_counter()
-            net.tune(args.trials * len(net.tasks()), args.db, strategy=args.search)
+            net.tune(args.trials * len(net.tuning_groups()), args.db, strategy=args.search)
             tuning_s = time.perf_counter() - start
         prepared = net.prepare(db=args.db)
         x = np.random.default_rng(0).standard_normal(net.inputs[next(iter(net.inputs))]).astype(np.float32)

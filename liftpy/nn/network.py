@@ -85,6 +85,14 @@ class Network:
             counts[step.task] += index not in elided
         return [(first[task].programs, counts[task]) for task, _ in self.tasks() if counts[task]]
 
+    def tuning_groups(self, device=None, here: bool = True) -> list[tuple[tuple[tuple[str, object], ...], int]]:
+        """The :meth:`groups` a tuning on ``device`` gives its budget: those of the steps that run a kernel there
+        (a concatenation its pieces write in place runs none). Not ``here`` (runners elsewhere: no device on this
+        machine says what is written in place), every step's."""
+        from ..runtime import get_device
+
+        return self.groups(self.elided(self.concat_parts(_alignment(get_device(device)))) if here else frozenset())
+
     def describe(self) -> str:
         """A few lines: the inputs and outputs, the steps by operator, the distinct tasks, the notes."""
         ops = Counter(step.op for step in self.steps)
@@ -122,18 +130,14 @@ class Network:
 
     # ------------------------------------------------------------------------------------------ tuning
     def tune(self, trials: int = 100, db="tuning.sqlite", device=None, seed: int = 0, **options) -> list:
-        """Tune the network's distinct steps' programs (:meth:`groups`) with one budget of ``trials`` trials in
-        all, which the task scheduler gives where the network's time gains the most (each weighted by how often
+        """Tune the network's distinct steps' programs (:meth:`tuning_groups`) with one budget of ``trials`` trials
+        in all, which the task scheduler gives where the network's time gains the most (each weighted by how often
         it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next call
         (and :meth:`prepare` with the same ``db``) runs them. A step with no correct trial is None, said on
         stderr: it keeps the route's default (checked at its first call) and the other steps their bests."""
-        from ..runtime import get_device
         from ..tuning import tune_groups
 
-        elided = frozenset()  # with runners elsewhere (options' runner) no device here says what is written in place
-        if options.get("runner") is None:
-            elided = self.elided(self.concat_parts(_alignment(get_device(device))))
-        groups = self.groups(elided)
+        groups = self.tuning_groups(device, here=options.get("runner") is None)
         if trials < len(groups):
             raise InputError(f"{self.name} has {len(groups)} distinct tasks: tune it with at least that many trials")
         bests = tune_groups([list(programs) for programs, _ in groups], trials, db, device, seed,
