@@ -192,6 +192,15 @@ def test_a_fast_first_measurement_is_measured_again_and_ranked_by_its_later_medi
     assert runner.seen[lucky] == 2  # its first measurement, and one batch of rounds in turns
 
 
+def test_a_task_with_one_correct_trial_is_not_measured_again(tmp_path):
+    """The confirmation orders rivals; a task with one correct trial (a network's small task given one) has
+    none, and its tuning ends with its search's batch: no batch of rounds in turns for 5 s."""
+    log = []
+    best, runner = tune(tmp_path / "t.sqlite", 1, log, confirm=3)
+    assert [entry for entry in log if entry[0] == "run"] == [("run", 1, 1)]
+    assert best.trial.status == "ok" and not best.trial.measured_again
+
+
 def test_a_network_keeps_its_other_steps_bests_where_one_step_has_no_correct_trial(tmp_path, capsys):
     """tune_groups as a network calls it (every_group=False): the step whose every trial is wrong is None and
     said on stderr, the other tuned; as a layer's tuning calls it, the same raises NoCorrectTrial."""
@@ -462,7 +471,8 @@ def test_a_model_guided_search_climbs_from_its_best_predicted_before_measuring()
 
 def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures(tmp_path):
     """With no search named, a tuning is model-guided: before its first batch runs, the builder featurises a pool
-    (POOL_PER_TRIAL candidates a trial of the budget, the starting points with them, a climb's neighbours), and
+    (POOL_PER_TRIAL candidates a trial of the budget, the best by their register blocks of the starting points
+    and a random sample, and the route's default), and
     the first batch is the route's default -- measured whatever the model says, so that a short search never
     leaves a task slower than untuned -- and the pool's best predicted: here, where the analytic model reads the
     landscape's time, its fastest."""
@@ -484,6 +494,26 @@ def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures
     second = next(time_ms for key, time_ms in first_batch.items() if key != default)
     sampled = [entry[1] for entry in before_run[1:next(i for i, e in enumerate(before_run) if e[0] == "build" and i)]]
     assert second <= min(landscape(json.loads(k)) for k in sampled if k != default)  # the best predicted
+
+
+def test_a_prefilter_ranks_the_starting_points_with_the_sample_but_the_first():
+    """With a prefilter, the space's own pick (``first[0]``) is featurised whatever its figure, and the other
+    starting points compete with the drawn sample for the pool: a search of a few trials featurises about as
+    many candidates as its pool, not every starting point the route writes."""
+    from liftpy.tuning.strategy import ModelGuided
+
+    featurised = []
+
+    def featurise(configs):
+        featurised.extend(configs)
+        return [{"time": line_time(c)} for c in configs]
+
+    first = [{"a": 99}, *({"a": a} for a in range(80, 96)), {"a": 37}]
+    search = ModelGuided(LineSpace(), 4, 0, first, Oracle(), featurise, pool=4, climbs=0, drawn=8,
+                         prefilter=lambda configs: [line_time(c) for c in configs])
+    chosen = search.propose(2)
+    assert len(featurised) == 1 + 4 + 1 and {"a": 99} in featurised and {"a": 37} in featurised
+    assert chosen == [{"a": 99}, {"a": 37}]  # the anchor, then the best predicted
 
 
 def test_a_prefilter_chooses_which_of_a_large_sample_are_featurised():

@@ -111,6 +111,15 @@ class AnalyticModel:
         return max(arithmetic, moving) / busy * spilled + LAUNCH_MS * f["kernels"]
 
 
+def block_figures(space, configs: Sequence[Mapping[str, int]]) -> list[float]:
+    """:meth:`AnalyticModel.block_cycles` of configurations of a route space on its device: a search's prefilter,
+    which ranks hundreds of them before the best are generated."""
+    from .features import choice_features
+
+    device = space.device
+    return [AnalyticModel.block_cycles(choice_features(space, c, device), device.is_cpu) for c in configs]
+
+
 def _step_cycles(updates: float, loads: float, accumulators: float, share: float, is_cpu: float,
                  cache_lines: float = 0.0, operands: float = STEP_OPERANDS) -> float:
     """Cycles of ``updates`` multiply-add and ``loads`` load instructions into ``accumulators`` vector
@@ -246,5 +255,5 @@ def top_recall(predicted: Sequence[float], measured: Sequence[float], true_top: 
     return len(best & guessed) / max(1, len(best))
 
 
-__all__ = ["CostModel", "AnalyticModel", "LearnedModel", "DeviceModel", "io_lower_bound", "kendall_tau",
-           "top_recall"]
+__all__ = ["CostModel", "AnalyticModel", "LearnedModel", "DeviceModel", "block_figures", "io_lower_bound",
+           "kendall_tau", "top_recall"]

@@ -38,20 +38,15 @@ GUESSES_KEPT = 512
 def model_search(task, space, model: DeviceModel, trials: int, seed: int, featurise=None):
     """The model-guided search of ``task`` over ``space`` whose first proposal is the guess (its candidates'
     features from ``featurise``, by default made in this process; each result it is told trains ``model``)."""
-    from .cost_model import AnalyticModel
-    from .features import choice_features
+    from .cost_model import block_figures
     from .strategy import ModelGuided
 
     def here(configs):
         return features_here(task, space, configs)
 
-    def blocks(configs):
-        device = space.device
-        return [AnalyticModel.block_cycles(choice_features(space, c, device), device.is_cpu) for c in configs]
-
     return ModelGuided(space, trials, seed, None, model, featurise or here,
                        lambda features, time_ms: model.learn(features, time_ms, task.key), pool=GUESS_POOL,
-                       climbs=GUESS_CLIMBS, prefilter=blocks, drawn=GUESS_DRAWN)
+                       climbs=GUESS_CLIMBS, prefilter=lambda configs: block_figures(space, configs), drawn=GUESS_DRAWN)
 
 
 def features_here(task, space, configs: Sequence[dict]) -> list[dict | None]:

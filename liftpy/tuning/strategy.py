@@ -95,8 +95,9 @@ class ModelGuided:
     neighbourhood is a few dozen candidates to generate). Every result observed is handed on
     (``learn(features, time)``), so that the model is trained again before the next batch. When the pool is
     spent, another random sample joins it. With a ``prefilter`` (configurations -> figures, lower better, from
-    the configurations alone: nothing generated), each random sample is ``drawn`` configurations, of which the
-    ``pool`` best by it and a quarter as many others at random are featurised. ``trials`` (the budget) is taken
+    the configurations alone: nothing generated), each random sample is ``drawn`` configurations, of which --
+    with ``first`` but its first -- the ``pool`` best by it and a quarter as many others at random are
+    featurised. ``trials`` (the budget) is taken
     as every strategy takes it; the pool does not depend on it.
 
     Each opinion the search holds is measured in its first batches, whatever the model predicts of it:
@@ -173,23 +174,26 @@ class ModelGuided:
     def _grow(self, sample: bool = False) -> int:
         """The pool made larger: ``first`` and a random sample at the start (and with ``sample``, another),
         then the neighbours of the fastest measured; how many new candidates."""
-        new: list[dict] = [] if self._samples else list(self.first)
+        new: list[dict] = []
         if sample or not self._samples:
-            new += self._sampled(self.seed + self._samples)
+            new += self._sampled(self.seed + self._samples, [] if self._samples else self.first)
             self._samples += 1
         return self._add(new) + self._expand(sorted(self.times, key=self.times.get)[: self.parents])
 
-    def _sampled(self, seed: int) -> list[dict]:
-        """A random sample's candidates to featurise: ``pool`` of them, or with a prefilter the best ``pool`` of
-        ``drawn`` by it and a quarter as many of the rest."""
+    def _sampled(self, seed: int, first: Sequence[dict]) -> list[dict]:
+        """The candidates to featurise of ``first`` and a random sample: all of ``first`` and ``pool`` random
+        ones; or with a prefilter ``first[0]`` (an anchor) and the best ``pool`` by it of the rest of ``first``
+        and ``drawn`` random ones, and a quarter as many others: what a candidate costs to featurise (its
+        generation) then follows the budget, not the number of starting points."""
         if self.prefilter is None:
-            return self.space.sample(self.pool_size, seed=seed)
-        drawn = [c for c in self.space.sample(self.drawn, seed=seed) if config_key(c) not in self.configs]
+            return list(first) + self.space.sample(self.pool_size, seed=seed)
+        drawn = list({config_key(c): c for c in [*first[1:], *self.space.sample(self.drawn, seed=seed)]
+                      if config_key(c) not in self.configs}.values())
         figures = self.prefilter(drawn)
         order = sorted(range(len(drawn)), key=figures.__getitem__)
         rest = order[self.pool_size:]
         chosen = order[: self.pool_size] + self.rng.sample(rest, min(len(rest), self.pool_size // 4))
-        return [drawn[i] for i in chosen]
+        return list(first[:1]) + [drawn[i] for i in chosen]
 
     def _expand(self, keys: Sequence[str]) -> int:
         """The neighbours of these candidates not expanded yet joined to the pool; how many new candidates."""

@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..errors import InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
-from .cost_model import AnalyticModel, DeviceModel
+from .cost_model import AnalyticModel, DeviceModel, block_figures
 from .db import Best, TuningDB, best_of, config_key, joined, lighter_rivals
 from .measure import Timing, batch_seed
 from .program import ROUTE, ProgramTask
@@ -60,8 +60,12 @@ STRATEGIES = ("model", "local", "random")
 #: of a second: a search of a few trials need not pay a minute to rank them)
 MODEL_POOL = 64
 POOL_PER_TRIAL = 8
-#: the climbs of a model-guided search (the neighbours of its best predicted, before a batch): one, and one more
-#: each CLIMB_TRIALS trials of its budget, at most MODEL_CLIMBS
+#: the configurations (the route's starting points and random ones) of which a model-guided search featurises
+#: its pool, the best by their register blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool
+DRAWN_PER_POOL = 4
+#: the climbs of a model-guided search (the neighbours of its best predicted, before a batch): one each
+#: CLIMB_TRIALS trials of its budget, at most MODEL_CLIMBS (a climb generates a few dozen candidates: a search
+#: of a few trials, a network's small task, pays none)
 MODEL_CLIMBS, CLIMB_TRIALS = 3, 10
 #: candidates in a tuning's first batch: built quickly, so that the runner starts while the next is built
 FIRST_BATCH = 2
@@ -233,10 +237,11 @@ class Tuner:
         first = space.starting_points()
         if self.strategy == "model":
             model = self._device_model()
+            pool = min(MODEL_POOL, POOL_PER_TRIAL * trials)
             return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
-                               lambda features, time_ms: model.learn(features, time_ms, task.key),
-                               pool=min(MODEL_POOL, POOL_PER_TRIAL * trials),
-                               climbs=min(MODEL_CLIMBS, 1 + trials // CLIMB_TRIALS), second_opinion=AnalyticModel())
+                               lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool,
+                               climbs=min(MODEL_CLIMBS, trials // CLIMB_TRIALS), second_opinion=AnalyticModel(),
+                               prefilter=lambda configs: block_figures(space, configs), drawn=DRAWN_PER_POOL * pool)
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
@@ -391,13 +396,14 @@ class Tuner:
         ``confirm`` of the strategy's ``first`` within SECOND_LOOK of the fastest, measured again together, their
         rounds in turns for CONFIRM_SPAN_MS, on inputs of their own (:meth:`TuningDB.remeasured`): trials of
         different batches were timed at different times, and one timed while the machine was fast must not win
-        over one timed while it was slow. Repeated until the fastest trial is one measured again (at most CONFIRM_PASSES passes)."""
+        over one timed while it was slow. Repeated until the fastest trial is one measured again (at most
+        CONFIRM_PASSES passes). A task with one correct trial has nothing to order: its figure is its search's."""
         task, count = part.slot.task, self.confirm
         started = {config_key(task.complete(c)) for c in part.strategy.first}
         for measurement in range(1, CONFIRM_PASSES + 1):
             ok = sorted((t for t in self.database.trials(task, self.device["name"], "ok", ROUTE) if t.time_ms),
                         key=lambda t: t.time_ms)
-            if not ok or ok[0].measured_again:
+            if not ok or ok[0].measured_again or len(ok) == 1:  # one correct trial: no rival to order
                 return
             rivals = [t for t in ok[:count] if not t.measured_again]
             lighter = lighter_rivals(ok[0], [t for t in ok if not t.measured_again])
