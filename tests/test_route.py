@@ -191,6 +191,17 @@ def test_a_few_samples_make_only_the_structures_they_come_from():
     assert space.sample(0) == []
 
 
+def test_a_sample_of_a_few_structures_makes_only_their_sketches():
+    """sample(n, structures=s): n configurations from s structures' spaces (several from each), s sketches made
+    -- a search's prefilter draws many configurations cheaply -- each valid and none twice."""
+    inputs, sizes, _ = _case("conv_bias_relu")
+    space = RouteSpace(liftpy.load(PROGRAMS / "conv_bias_relu.lift"), sizes, join_rows=False, round_up=False)
+    drawn = space.sample(24, seed=5, structures=4)
+    assert len({tuple(sorted(c.items())) for c in drawn}) == 24 and all(space.valid(c) for c in drawn)
+    assert len({space.structure_of(c)[0] for c in drawn}) <= 4
+    assert len(space._sketches) <= 4 + 4  # a padding copy's sketch is made from the one it copies for
+
+
 def test_the_route_targets_a_gpu_profile_offline():
     """On the Mali-G72 profile the space and its kernels are made with no device at hand."""
     inputs, sizes, expected = _case("conv1x1")
@@ -854,7 +865,8 @@ def test_a_padding_that_adds_nothing_leaves_only_the_view_and_the_copy():
     branch-free (``pad_copy`` 3) is reading it -- the same kernels -- and a copy with the innermost dimension
     outermost (2) is the input copied as it lies, so the space holds 0 and 1 (the copy channels-last) only. A
     configuration recorded with 2 or 3 (a database from before) still lowers and computes numpy's sums."""
-    x, w, b = (np.random.default_rng(3).standard_normal(s).astype(np.float32) for s in [(2, 3, 7, 6), (4, 3, 3, 3), (4,)])
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(2, 3, 7, 6), (4, 3, 3, 3), (4,)])
     sizes = {"N": 2, "C": 3, "H": 7, "W": 6, "K": 4, "kernelHeight": 3, "kernelWidth": 3, "padSize": (0, 0, 0, 0),
              "stride": (2, 1)}
     expected = np.maximum(reference.conv2d_nchw(x, w, b, (2, 1), (0, 0, 0, 0)), 0)

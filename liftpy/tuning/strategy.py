@@ -95,7 +95,8 @@ class ModelGuided:
     neighbourhood is a few dozen candidates to generate). Every result observed is handed on
     (``learn(features, time)``), so that the model is trained again before the next batch. When the pool is
     spent, another random sample joins it. With a ``prefilter`` (configurations -> figures, lower better, from
-    the configurations alone: nothing generated), each random sample is ``drawn`` configurations, of which --
+    the configurations alone: nothing generated), each random sample is ``drawn`` configurations (of at most
+    ``drawn_structures`` of the route's structures, where given: a sketch costs to make), of which --
     with ``first`` but its first -- the ``pool`` best by it and a quarter as many others at random are
     featurised. ``trials`` (the budget) is taken
     as every strategy takes it; the pool does not depend on it.
@@ -113,10 +114,10 @@ class ModelGuided:
                  learn: Callable[[dict, float], None] = lambda features, time_ms: None,
                  pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3,
                  prefilter: Callable[[list[dict]], Sequence[float]] | None = None, drawn: int = 512,
-                 second_opinion=None):
+                 drawn_structures: int | None = None, second_opinion=None):
         self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
         self.second_opinion, self._second_pick = second_opinion, None
-        self.prefilter, self.drawn = prefilter, drawn
+        self.prefilter, self.drawn, self.drawn_structures = prefilter, drawn, drawn_structures
         self._climbs_left = climbs
         self.first = [first] if isinstance(first, dict) else list(first or [])
         self.pool_size, self.explore, self.parents = pool, explore, parents
@@ -187,7 +188,8 @@ class ModelGuided:
         generation) then follows the budget, not the number of starting points."""
         if self.prefilter is None:
             return list(first) + self.space.sample(self.pool_size, seed=seed)
-        drawn = list({config_key(c): c for c in [*first[1:], *self.space.sample(self.drawn, seed=seed)]
+        limit = {"structures": self.drawn_structures} if self.drawn_structures else {}
+        drawn = list({config_key(c): c for c in [*first[1:], *self.space.sample(self.drawn, seed=seed, **limit)]
                       if config_key(c) not in self.configs}.values())
         figures = self.prefilter(drawn)
         order = sorted(range(len(drawn)), key=figures.__getitem__)

@@ -61,7 +61,8 @@ STRATEGIES = ("model", "local", "random")
 MODEL_POOL = 64
 POOL_PER_TRIAL = 8
 #: the configurations (the route's starting points and random ones) of which a model-guided search featurises
-#: its pool, the best by their register blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool
+#: its pool, the best by their register blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool,
+#: random ones of as many structures as the pool has candidates (each structure's sketch made costs)
 DRAWN_PER_POOL = 4
 #: the climbs of a model-guided search (the neighbours of its best predicted, before a batch): one each
 #: CLIMB_TRIALS trials of its budget, at most MODEL_CLIMBS (a climb generates a few dozen candidates: a search
@@ -241,7 +242,8 @@ class Tuner:
             return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
                                lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool,
                                climbs=min(MODEL_CLIMBS, trials // CLIMB_TRIALS), second_opinion=AnalyticModel(),
-                               prefilter=lambda configs: block_figures(space, configs), drawn=DRAWN_PER_POOL * pool)
+                               prefilter=lambda configs: block_figures(space, configs), drawn=DRAWN_PER_POOL * pool,
+                               drawn_structures=pool)
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)

@@ -295,14 +295,16 @@ class RouteSpace:
         them)."""
         return sum(space.count().value if space.parameters else 1 for _, space in self.sketches())
 
-    def sample(self, n: int, seed: int = 0) -> list[dict[str, int]]:
+    def sample(self, n: int, seed: int = 0, structures: int | None = None) -> list[dict[str, int]]:
         """Up to ``n`` distinct configurations: :meth:`_sample_own`'s, and among them, evenly spread, an eighth
         (at most :data:`SIDE_DRAWS`) drawn from at most two of the other sides (the joined rows', a rounded
         level's: each space made when first drawn from, seconds for a large program), only those that block as
-        this space cannot."""
+        this space cannot. ``structures``: the most structures each side draws from, each then giving several
+        configurations (a structure's sketch costs a tenth of a second or more to make; a prefilter's draw wants
+        many configurations, not all of other structures)."""
         sides = [({"join_rows": 1}, lambda: self.joined)] if self._joined_program is not None else []
         sides += [({"round_up": e}, lambda e=e: self.rounded(e)) for e in sorted(set(self.rounded_blocks.values()))]
-        own = self._sample_own(n, seed)
+        own = self._sample_own(n, seed, structures)
         wanted = min(n // 8, SIDE_DRAWS) if sides else 0
         if not wanted:
             return own
@@ -313,7 +315,8 @@ class RouteSpace:
             space = make()
             if space is None:
                 continue
-            for config in space.sample(-(-wanted // min(2, len(sides))), seed=rng.randrange(2**31)):
+            for config in space.sample(-(-wanted // min(2, len(sides))), seed=rng.randrange(2**31),
+                                       structures=structures):
                 if self.needs_joining(config) if "join_rows" in overrides else self.needs_rounding(config):
                     drawn.append({**config, **overrides})
         drawn = drawn[:wanted]
@@ -322,24 +325,24 @@ class RouteSpace:
             out.insert((i + 1) * len(out) // (len(drawn) + 1), config)
         return out
 
-    def _sample_own(self, n: int, seed: int) -> list[dict[str, int]]:
+    def _sample_own(self, n: int, seed: int, structures: int | None = None) -> list[dict[str, int]]:
         """Up to ``n`` distinct configurations of this space, the structures taking turns in a seeded random
-        order. The structures' spaces are made in that order, only until ``n`` of them have given one
-        configuration each (making them all costs seconds); where fewer than ``n`` exist, each is asked for a
-        share of ``n``, the share doubled while some space could give more and ``n`` is not reached."""
+        order. The structures' spaces are made in that order, only until ``n`` of them (or ``structures``) have
+        given one configuration each (making them all costs seconds); where fewer than ``n`` exist, each is asked
+        for a share of ``n``, the share doubled while some space could give more and ``n`` is not reached."""
         if n <= 0:
             return []
-        structures = self.structures()
+        every = self.structures()
         rng = random.Random(seed)
-        seeds = [rng.randrange(2**31) for _ in structures]
-        order = list(range(len(structures)))
+        seeds = [rng.randrange(2**31) for _ in every]
+        order = list(range(len(every)))
         rng.shuffle(order)
         sketches: list[tuple[Structure, object, int]] = []
         for i in order:
-            space = self.space(structures[i])
+            space = self.space(every[i])
             if space is not None:
-                sketches.append((structures[i], space, seeds[i]))
-                if len(sketches) == n:  # one configuration from each: the first round's share, no more made
+                sketches.append((every[i], space, seeds[i]))
+                if len(sketches) == min(n, structures or n):  # one from each: the first round's share, no more made
                     break
         share = -(-n // max(1, len(sketches)))
         while True:
