@@ -249,14 +249,28 @@ def _drive(scheduler: TaskScheduler, times) -> list[int]:
 
 def test_the_scheduler_gives_the_budget_where_the_total_time_gains_most():
     """Three layers: a slow one that keeps improving, a fast one, and a slow one that stopped improving after
-    its first trials. The first gets most of the budget; every one gets its first batch."""
+    its first trials. The first gets most of the budget; every one gets its first batch (FIRST_TRIALS), the
+    fast one little more: a millisecond cannot gain what fifty can."""
+    from liftpy.tuning.scheduler import FIRST_TRIALS
+
     improving = lambda t: 100.0 / t ** 0.5  # noqa: E731
     fast = lambda t: 1.0 + 1.0 / t  # noqa: E731
     flat = lambda t: 50.0 if t > 2 else 60.0  # noqa: E731
     counts = _drive(TaskScheduler([Slot("a", 0), Slot("b", 1), Slot("c", 2)], 96, batch=8),
                     [improving, fast, flat])
-    assert sum(counts) == 96 and min(counts) >= 8
+    assert sum(counts) == 96 and min(counts) >= FIRST_TRIALS and counts[1] <= FIRST_TRIALS + 8
     assert counts[0] > counts[2] and counts[0] > counts[1] and counts[0] >= 48, counts
+
+
+def test_a_small_budget_over_many_slots_goes_mostly_to_the_slow_ones():
+    """A network's budget of a few trials a slot: each slot's first batch is FIRST_TRIALS, and the rest goes
+    where the total time gains most -- the one slow layer gets the most, four times the even share or more."""
+    from liftpy.tuning.scheduler import FIRST_TRIALS
+
+    slots = [Slot(str(i), i) for i in range(20)]
+    times = [lambda t: 1.0 + 1.0 / t] * 19 + [lambda t: 40.0 / t ** 0.5]
+    counts = _drive(TaskScheduler(slots, 100, batch=8), times)
+    assert sum(counts) == 100 and min(counts) >= FIRST_TRIALS and counts[-1] == max(counts) >= 4 * 100 // 20, counts
 
 
 def test_the_scheduler_weights_a_layer_by_how_often_it_runs():

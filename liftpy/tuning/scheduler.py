@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 
 #: the weight of the recent improvement against the optimistic guess (Ansor's alpha)
 ALPHA = 0.2
+#: a slot's first batch, at most: the trials its search's own opinions take (the route's default, the analytic
+#: model's pick, the learned model's); the rest of the budget goes where the total gains most. Given evenly, a
+#: network's 38 slots took 190 of 220 trials, and its slowest layer (a fifth of the time) got 5 of them
+FIRST_TRIALS = 3
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,8 @@ class TaskScheduler:
         once = [i for i in open_ if not self.slots[i].per_call]
         chosen = first[0] if first else once[0] if once else max(open_, key=lambda i: (self.gain(i), -i))
         count = min(self.batch, self._room(chosen))
-        if first:  # a first batch leaves room for the other slots' first ones
-            count = min(count, max(1, (self.budget - self.spent) // len(first)))
+        if first:  # a first batch: a few trials, and room for the other slots' first ones
+            count = min(count, FIRST_TRIALS, max(1, (self.budget - self.spent) // len(first)))
         self.pending[chosen] += count
         return chosen, count
 
@@ -153,4 +157,4 @@ class TaskScheduler:
         return total
 
 
-__all__ = ["Slot", "TaskScheduler", "ALPHA"]
+__all__ = ["Slot", "TaskScheduler", "ALPHA", "FIRST_TRIALS"]
