@@ -95,11 +95,11 @@ class ModelGuided:
     neighbourhood is a few dozen candidates to generate). Every result observed is handed on
     (``learn(features, time)``), so that the model is trained again before the next batch. When the pool is
     spent, another random sample joins it. With a ``prefilter`` (configurations -> figures, lower better, from
-    the configurations alone: nothing generated), each random sample is ``drawn`` configurations (of at most
-    ``drawn_structures`` of the route's structures, where given: a sketch costs to make), of which --
-    with ``first`` but its first -- the ``pool`` best by it and a quarter as many others at random are
-    featurised. ``trials`` (the budget) is taken
-    as every strategy takes it; the pool does not depend on it.
+    the configurations alone: nothing generated), each random sample is ``drawn`` configurations (from at most
+    ``drawn_structures`` of the route's structures, where given: a sketch costs to make), which, with ``first``
+    but its first, compete for the pool: the ``pool`` best by the prefilter and a quarter as many others at
+    random are featurised. ``trials`` (the budget) is taken as every strategy takes it; the pool does not
+    depend on it.
 
     Each opinion the search holds is measured in its first batches, whatever the model predicts of it:
     ``first[0]`` -- the space's own pick, what an untuned call runs -- and the best predicted by

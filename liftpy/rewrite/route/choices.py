@@ -50,8 +50,8 @@ CHOICES: tuple[Choice, ...] = (
            "2 the outer level's with the inputs it walks copied with that level innermost (one vector load)"),
     Choice("pad_copy", (0, 1, 2, 3), "structure", "copy_padding; 2: copy_padding(rotate); 3: selectPadding",
            "where the program pads an input: 0 read through the padding view, 1 copy the padded input first, "
-           "2 copy it with its innermost dimension outermost, 3 read through the view branch-free (where the padding adds "
-           "nothing at the sizes, 0 and 1 only)"),
+           "2 copy it with its innermost dimension outermost, 3 read through the view branch-free (where the "
+           "padding adds nothing at the sizes, 0 and 1 only)"),
     Choice("partial", "0, or 2 to 16 partial sums", "parameter", "partialSums",
            "where no level is blocked: a sum split into that many partial sums walked at once (the paper's ω)"),
     Choice("reorder", (0, 1), "structure", "reorderSum",
