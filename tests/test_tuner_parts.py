@@ -486,8 +486,8 @@ def test_a_model_guided_search_climbs_from_its_best_predicted_before_measuring()
 def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures(tmp_path):
     """With no search named, a tuning is model-guided: before its first batch runs, the builder featurises a pool
     (POOL_PER_TRIAL candidates a trial of the budget, the best by their register blocks of the starting points
-    and a random sample, and the route's default), and
-    the first batch is the route's default -- measured whatever the model says, so that a short search never
+    and a random sample, and the route's default), and the first batch is the route's default -- measured
+    whatever the model says, so that a short search never
     leaves a task slower than untuned -- and the pool's best predicted: here, where the analytic model reads the
     landscape's time, its fastest."""
     from liftpy.tuning.tuner import FIRST_BATCH, POOL_PER_TRIAL
