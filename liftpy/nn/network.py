@@ -85,13 +85,19 @@ class Network:
             counts[step.task] += index not in elided
         return [(first[task].programs, counts[task]) for task, _ in self.tasks() if counts[task]]
 
+    def in_place(self, device) -> tuple[dict[str, tuple[str, int]], frozenset[int]]:
+        """What is written in place on an OpenCL ``device`` (its sub-buffers' alignment): the concatenations'
+        pieces (:meth:`concat_parts`) and the steps that then run no kernel (:meth:`elided`)."""
+        parts = self.concat_parts(_alignment(device))
+        return parts, self.elided(parts)
+
     def tuning_groups(self, device=None, here: bool = True) -> list[tuple[tuple[tuple[str, object], ...], int]]:
         """The :meth:`groups` a tuning on ``device`` gives its budget: those of the steps that run a kernel there
         (a concatenation its pieces write in place runs none). Not ``here`` (runners elsewhere: no device on this
         machine says what is written in place), every step's."""
         from ..runtime import get_device
 
-        return self.groups(self.elided(self.concat_parts(_alignment(get_device(device)))) if here else frozenset())
+        return self.groups(self.in_place(get_device(device))[1] if here else frozenset())
 
     def describe(self) -> str:
         """A few lines: the inputs and outputs, the steps by operator, the distinct tasks, the notes."""
@@ -236,8 +242,7 @@ class PreparedNetwork:
         self.context, self.queue = context_and_queue(self.device)
         self.checked = not check
         self.bests = _bests(network, self.device_name, db)
-        self.parts = network.concat_parts(_alignment(self.device))
-        self.elided = network.elided(self.parts)
+        self.parts, self.elided = network.in_place(self.device)
         self.programs = []  # None for an elided step
         spaces: dict = {}
         start = time.perf_counter()

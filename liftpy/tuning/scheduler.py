@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 #: the weight of the recent improvement against the optimistic guess (Ansor's alpha)
 ALPHA = 0.2
 #: a slot's first batch, at most: the trials its search's own opinions take (the route's default, the analytic
-#: model's pick, the learned model's); the rest of the budget goes where the total gains most. Given evenly, a
-#: network's 38 slots took 190 of 220 trials, and its slowest layer (a fifth of the time) got 5 of them
+#: model's pick, the learned model's); the rest of the budget goes where the total gains most, not evenly
+#: (benchmarks/results/networks-tuning-budget-b42541d-zen3.txt)
 FIRST_TRIALS = 3
 
 
