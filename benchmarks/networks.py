@@ -5,7 +5,10 @@ The models are torchvision's with random weights, exported by ``benchmarks/expor
 with any Python that has torch and torchvision). liftpy tunes each network's distinct tasks with one budget
 (``--trials``, resumed from ``--db``), checks its first call step by step, and its output is compared with
 ONNX Runtime's on the same input. PyTorch (optional: skipped where torch and torchvision are not installed) runs
-torchvision's model with its own random weights: its time only. Each library uses one thread per core.
+torchvision's model with its own random weights: its time only. Each library uses one thread per core, and its
+threads sleep once a call returns (ONNX Runtime's ``allow_spinning`` 0, PyTorch's ``OMP_WAIT_POLICY=PASSIVE``):
+a pool left spinning keeps the cores busy for tens of milliseconds after its call and charges its spin to the
+library called next (``benchmarks/results/networks-spinning-zen3.txt``).
 
     python benchmarks/networks.py --models benchmarks/models --trials 8 --db networks.sqlite
 
@@ -56,11 +59,13 @@ def onnx_runtime_session(path: Path, threads: int):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def torch_model(name: str, threads: int):
     """torchvision's model in eval mode, or None where torch or torchvision is missing."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch's OpenMP starts
     try:
         sys.path.insert(0, str(Path(__file__).parent))
         from export_models import _torchvision
@@ -89,6 +94,7 @@ x = np.random.default_rng(0).standard_normal(({batch}, 3, 224, 224)).astype(np.f
 before = status("VmRSS:")
 open("/proc/self/clear_refs", "w").write("5")
 o = onnxruntime.SessionOptions(); o.intra_op_num_threads = {threads}
+o.add_session_config_entry("session.intra_op.allow_spinning", "0")
 s = onnxruntime.InferenceSession({str(path)!r}, o, providers=["CPUExecutionProvider"])
 for _ in range(5): s.run(None, {{s.get_inputs()[0].name: x}})
 print((status("VmHWM:") - before) / 1024)
@@ -118,7 +124,7 @@ def main() -> None:
 
     print(f"# {cpu_name()}, {os.cpu_count()} cores; liftpy {commit()}; batch {args.batch}; {args.rounds} rounds; "
           f"search {args.search}; "
-          f"{args.threads} threads for ONNX Runtime and PyTorch")
+          f"{args.threads} threads for ONNX Runtime and PyTorch, not spinning between calls")
     rows = []
     for name in args.networks.split(","):
         path = Path(args.models) / f"{name}.onnx"
