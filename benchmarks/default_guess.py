@@ -1,14 +1,15 @@
-"""How good an untuned task's configuration is: the route's default and the cost model's guesses against a long
-tuning's best.
+"""How good an untuned task's configuration is: the route's default, the device's other tasks' best adapted and
+the cost model's guesses against a long tuning's best.
 
     python benchmarks/default_guess.py [--tasks vgg16.10,conv1x1] [--train-db DB ...] [--reference-db DB ...]
-                                       [--out FILE]
+                                       [--no-guesses] [--out FILE]
 
 A task is a VGG-16 layer or a program of examples/programs/ at benchmarks/programs.py's sizes (as in
 benchmarks/search.py). For each task, the model's guess (liftpy.tuning.guess: the first pick of a model-guided
 search) is found twice: with the analytic model alone (a device with no data) and with the learned model trained
 on the ``--train-db`` trials of every *other* task (leave-one-task-out: the model a device's earlier tunings
-would give it). Both are measured in one batch, their rounds in turns for 5 s, with the route's hand-written
+would give it). The transferred configuration is the best of the most similar other task of the ``--train-db``
+trials, adapted to the task (liftpy.tuning.transfer; leave-one-task-out too). All are measured in one batch, their rounds in turns for 5 s, with the route's hand-written
 default (what an untuned task runs) and the best of the ``--reference-db`` tunings of the task (refs-*.sqlite:
 200 trials each on this machine), and given over that best. Issue 49's targets for the guess: within 2x
 (analytic) and 1.25x (learned) on every task.
@@ -62,6 +63,17 @@ def guesses(task, space, train_dbs: list[str], seed: int) -> tuple[dict, dict, f
     return picks[0], picks[1], time.perf_counter() - start, seen
 
 
+def transferred_best(task, space, train_dbs: list[str]) -> dict:
+    """The best of the most similar task of ``train_dbs`` but this one, adapted to ``space`` (else its default)."""
+    from liftpy.tuning.transfer import bests_by_task, transferred
+
+    held_out = unversioned(task.key)
+    trials = [t for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
+              if t.time_ms and unversioned(t.task_key) != held_out]
+    adapted = transferred(task.key, space, bests_by_task(trials), limit=1)
+    return task.complete(adapted[0] if adapted else space.default())
+
+
 def reference_best(task, reference_dbs: list[str]):
     key = unversioned(task.key)
     known = [t for db in reference_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
@@ -76,6 +88,8 @@ def main():
                                                           str(RESULTS / "programs-refs-1467a6c-zen3.sqlite")])
     parser.add_argument("--reference-db", nargs="+")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--guesses", action=argparse.BooleanOptionalAction, default=True,
+                        help="the cost model's guesses (a minute or two a task) beside the default and transferred")
     parser.add_argument("--out")
     args = parser.parse_args()
     from liftpy.nn.conv import route_task
@@ -86,23 +100,34 @@ def main():
     lines = machine_record(None) + [
         f"trained on {', '.join(Path(d).name for d in args.train_db)} (leave-one-task-out); references: best of "
         f"{', '.join(Path(d).name for d in references)}, measured again with the guesses (5 s of rounds in turns)",
-        f"{'task':16} {'default/ref':>11} {'analytic/ref':>12} {'learned/ref':>12} {'ref ms':>9} {'guess s':>8} "
-        f"{'trained on':>10}"]
+        f"{'task':16} {'default/ref':>11} {'transferred':>11} {'analytic/ref':>12} {'learned/ref':>12} {'ref ms':>9} "
+        f"{'guess s':>8} {'trained on':>10}"]
     print("\n".join(lines), flush=True)
-    ratios = {"default": [], "analytic": [], "learned": []}
+    ratios = {"default": [], "transferred": [], "analytic": [], "learned": []}
     for name in args.tasks.split(","):
         task = route_task(VGG16[name]) if name in VGG16 else program_task(name)
         space = task.space(device_info(get_device(None)))  # made once: tens of seconds for a VGG-16 layer
-        analytic, learned, seconds, seen = guesses(task, space, args.train_db, args.seed)
         default = task.complete(space.default())
+        transferred = transferred_best(task, space, args.train_db)
+        analytic, learned, seconds, seen = guesses(task, space, args.train_db, args.seed) if args.guesses \
+            else (None, None, 0.0, 0)
         best = reference_best(task, references)
-        times = measured_together(task, [default, analytic, learned, best.config], args.seed + 1)
-        for kind, time_ms in zip(ratios, times):
-            ratios[kind].append(time_ms / times[-1])
-        lines.append(f"{name:16} {times[0] / times[-1]:>10.2f}x {times[1] / times[-1]:>11.2f}x "
-                     f"{times[2] / times[-1]:>11.2f}x {times[-1]:>9.3f} {seconds:>8.0f} {seen:>10}")
+        configs = [default, transferred, analytic, learned]
+        measured = [c for c in configs if c is not None]
+        times = measured_together(task, measured + [best.config], args.seed + 1)
+        ref_ms = times[-1]
+        shown = iter(range(len(measured)))
+        ratio = {kind: (times[next(shown)] / ref_ms if c is not None else None) for kind, c in zip(ratios, configs)}
+        for kind, value in ratio.items():
+            if value is not None:
+                ratios[kind].append(value)
+        cells = " ".join(f"{'-' if ratio[k] is None else f'{ratio[k]:.2f}x':>{w}}"
+                         for k, w in zip(ratios, (11, 11, 12, 12)))
+        lines.append(f"{name:16} {cells} {ref_ms:>9.3f} {seconds:>8.0f} {seen:>10}")
         print(lines[-1], flush=True)
     for kind, values in ratios.items():
+        if not values:
+            continue
         lines.append(f"{kind}: median {statistics.median(values):.2f}x, worst {max(values):.2f}x over the reference")
         print(lines[-1], flush=True)
     if args.out:

@@ -512,6 +512,38 @@ def test_a_rounded_level_takes_blocks_that_do_not_divide_it():
     assert all(64 % c["block.window"] and (64 + c["round_up"]) % c["block.window"] == 0 for c in starts)
 
 
+def test_another_tasks_configuration_adapted_to_a_space_keeps_its_choices_where_they_fit():
+    """``adapted``: what won on a 64-wide row (8 windows x 4 kernels, vectors along the windows) made a
+    configuration of other sizes: on 63 windows the same blocks with the row rounded up; on 7 windows (no
+    multiple of 8 or 4 divides it, rounding allows 2 or 4) 4 windows in vectors of 4, rounded up; with 8 kernels
+    itself. Each computes numpy's convolution. Another program's levels (a matrix product's) are not adapted."""
+    from liftpy.params import target_profiles
+
+    avx2 = dataclasses.replace(target_profiles()["pocl-cpu"], preferred_vector_width_float=8)
+    program = liftpy.load(Path(liftpy.__file__).parent / "nn" / "conv2d.lift")
+    sizes = {"N": 1, "C": 8, "H": 3, "W": 64, "K": 16, "groups": 1, "kernelHeight": 3, "kernelWidth": 3,
+             "padSize": (1, 1, 1, 1), "stride": (1, 1), "dilation": (1, 1)}
+    wide = RouteSpace(program, sizes, avx2, function="conv2d")
+    won = next(c for c in wide.starting_points()
+               if (c["block.window"], c["vector"], c["vector_outer"], c["round_up"], c["join_rows"]) == (8, 8, 0, 0, 0))
+    rng = np.random.default_rng(4)
+    for at, changed in (({"W": 63}, {"round_up": 1}), ({"W": 7}, {"block.window": 4, "vector": 4, "round_up": 1}),
+                        ({"K": 8}, {})):
+        space = RouteSpace(program, {**sizes, **at}, avx2, function="conv2d")
+        config = space.adapted(won)
+        assert config == {**won, **changed} and space.valid(config), (at, config)
+        here = {**sizes, **at}
+        x = rng.standard_normal((1, 8, 3, here["W"])).astype(np.float32)
+        w = rng.standard_normal((here["K"], 8, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(here["K"]).astype(np.float32)
+        expected = reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
+        exe = liftpy.compile(space.lower(config), here, function="conv2d")
+        output = exe.run({"input": x, "weights": w, "biases": b}, poison=True).output
+        _close(output.reshape(expected.shape), expected)
+    matmul = RouteSpace(liftpy.load(PROGRAMS / "matmul.lift"), {"m": 16, "n": 16, "k": 16}, avx2)
+    assert matmul.adapted(won) is None
+
+
 def test_a_map_over_a_blocks_results_takes_no_parallel_level():
     """A ReLU over a block's results (the kernels' accumulators of conv+bias+ReLU) is not a level: with three
     parallel levels asked for below the sequential kernel blocks, the rows and the windows run in parallel and

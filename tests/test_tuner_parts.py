@@ -460,6 +460,30 @@ def test_a_model_guided_search_measures_each_opinion_first_whatever_its_model_pr
     assert not [c for c in later if c in first] and len({c["a"] for c in later}) == len(later)
 
 
+def test_a_model_guided_search_measures_the_most_similar_tasks_best_among_its_opinions():
+    """``elsewhere`` (the device's other tasks' bests, adapted, the most similar first): the first of them is
+    measured in the first batch after the space's own pick, all of them join the pool and are ranked there."""
+    from liftpy.tuning.strategy import ModelGuided
+
+    class Far:  # a model that puts every transferred configuration last
+        def predict(self, features):
+            return [1000.0 - f["a"] if f["a"] in (60, 70, 80) else line_time({"a": f["a"]}) for f in features]
+
+    featurised = []
+
+    def featurise(configs):
+        featurised.extend(configs)
+        return [{"a": c["a"]} for c in configs]
+
+    search = ModelGuided(LineSpace(), 24, 0, [{"a": 5}], Far(), featurise, pool=10, climbs=0,
+                         elsewhere=[{"a": 80}, {"a": 70}, {"a": 60}])
+    first = search.propose(3)
+    assert first[:2] == [{"a": 5}, {"a": 80}] and first[2] not in ({"a": 70}, {"a": 60})
+    assert {"a": 70} in featurised and {"a": 60} in featurised
+    later = [c for _ in range(5) for c in search.propose(6)]
+    assert {"a": 80} not in later and len({c["a"] for c in first + later}) == len(first + later)
+
+
 def test_a_model_guided_search_whose_pool_is_spent_draws_another_sample():
     from liftpy.tuning.strategy import ModelGuided
 
@@ -508,6 +532,38 @@ def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures
     second = next(time_ms for key, time_ms in first_batch.items() if key != default)
     sampled = [entry[1] for entry in before_run[1:next(i for i, e in enumerate(before_run) if e[0] == "build" and i)]]
     assert second <= min(landscape(json.loads(k)) for k in sampled if k != default)  # the best predicted
+
+
+def test_a_tuning_measures_first_what_won_on_the_devices_most_similar_task(tmp_path):
+    """Where the database holds the device's other tasks, a new task's first batch holds, after the route's
+    default, the best of the most similar task (the same layer on a 16x16 input, beside one on 48x48), adapted
+    to its sizes, and the other bests join its pool; another device's tasks (a 13x13 one, nearer) are not read."""
+    from liftpy.tuning.program import ROUTE
+    from liftpy.tuning.transfer import distance
+
+    db = tmp_path / "t.sqlite"
+    near, far, nearest = (nn.route_task(nn.make_layer(**{**SMALL, "input_shape": (8, n, n)})) for n in (16, 48, 13))
+    assert distance(task().key, nearest.key) < distance(task().key, near.key) < distance(task().key, far.key)
+    space = task().space(FACTS)
+    default = space.default()
+    won = {}
+    database = TuningDB(db)
+    for other, device in ((near, FakeRunner.device), (far, FakeRunner.device),
+                          (nearest, {**FakeRunner.device, "name": "another"})):
+        configs = [c for c in other.space(FACTS).sample(30, seed=len(won))
+                   if space.adapted(c) not in (None, default, *won.values())][:3]
+        for rank, config in enumerate(configs):
+            database.record(other, ROUTE, config, device, {"status": "ok", "cause": "", "time_ms": 1.0 + rank,
+                                                           "times_ms": [1.0 + rank], "max_error": 0.1,
+                                                           "check_seed": 1, "memory_bytes": 1, "moved_bytes": None})
+        won[other.key] = space.adapted(configs[0])
+    database.close()
+    log = []
+    with Tuner(db, runner=FakeRunner(log), builder=FeaturingBuilder(log), progress=False, confirm=0) as tuner:
+        tuner.tune([Slot(task())], 4)
+    first_batch = [t.config for t in rows(db) if t.task_key == task().key][:2]
+    assert first_batch == [default, won[near.key]]
+    assert config_key(won[far.key]) in {entry[1] for entry in log if entry[0] == "built"}
 
 
 def test_a_prefilter_ranks_the_starting_points_with_the_sample_but_the_first():

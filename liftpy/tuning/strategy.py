@@ -102,8 +102,9 @@ class ModelGuided:
     depend on it.
 
     Each opinion the search holds is measured in its first batches, whatever the model predicts of it:
-    ``first[0]`` -- the space's own pick, what an untuned call runs -- and the best predicted by
-    ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few trials (a
+    ``first[0]`` -- the space's own pick, what an untuned call runs -- ``elsewhere[0]`` -- the best of the
+    device's most similar task, adapted (:mod:`liftpy.tuning.transfer`; every one of ``elsewhere`` joins the
+    pool) -- and the best predicted by ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few trials (a
     network's small tasks get five or so) then never leaves a task slower than it was untuned, nor misses what
     the formula sees where trees trained on other tasks misrank this one (on 16 tasks, the best of the three
     guesses was at worst 1.67x of a 200-trial search's best, each guess alone at worst 2.2-10.9x:
@@ -114,12 +115,13 @@ class ModelGuided:
                  learn: Callable[[dict, float], None] = lambda features, time_ms: None,
                  pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3,
                  prefilter: Callable[[list[dict]], Sequence[float]] | None = None, drawn: int = 512,
-                 drawn_structures: int | None = None, second_opinion=None):
+                 drawn_structures: int | None = None, second_opinion=None, elsewhere: Sequence[dict] = ()):
         self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
         self.second_opinion, self._second_pick = second_opinion, None
         self.prefilter, self.drawn, self.drawn_structures = prefilter, drawn, drawn_structures
         self._climbs_left = climbs
         self.first = [first] if isinstance(first, dict) else list(first or [])
+        self.elsewhere = [dict(c) for c in elsewhere]
         self.pool_size, self.explore, self.parents = pool, explore, parents
         self.rng = random.Random(seed)
         self.seed = seed
@@ -154,14 +156,14 @@ class ModelGuided:
         return [dict(self.configs[k]) for k in chosen]
 
     def _anchors(self) -> list[str]:
-        """The opinions not measured yet (that build): ``first[0]``, the second opinion's best predicted of the
-        first pool."""
+        """The opinions not measured yet (that build): ``first[0]``, ``elsewhere[0]``, the second opinion's best
+        predicted of the first pool."""
         if self.second_opinion is not None and self._second_pick is None:
             pool = [k for k, f in self.features.items() if f is not None]
             if pool:
                 figures = self.second_opinion.predict([self.features[k] for k in pool])
                 self._second_pick = pool[min(range(len(pool)), key=figures.__getitem__)]
-        keys = ([config_key(self.first[0])] if self.first else []) + [k for k in [self._second_pick] if k]
+        keys = [config_key(c) for c in [*self.first[:1], *self.elsewhere[:1]]] + [k for k in [self._second_pick] if k]
         return [k for k in dict.fromkeys(keys) if k not in self.proposed and self.features.get(k) is not None]
 
     def _ranked(self) -> list[str]:
@@ -177,6 +179,7 @@ class ModelGuided:
         then the neighbours of the fastest measured; how many new candidates."""
         new: list[dict] = []
         if sample or not self._samples:
+            new += [] if self._samples else self.elsewhere
             new += self._sampled(self.seed + self._samples, [] if self._samples else self.first)
             self._samples += 1
         return self._add(new) + self._expand(sorted(self.times, key=self.times.get)[: self.parents])

@@ -37,6 +37,7 @@ from .program import ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
 from .scheduler import Slot, TaskScheduler
 from .strategy import LocalSearch, ModelGuided, SearchStrategy
+from .transfer import bests_by_task, transferred
 
 #: rounds of measuring the fastest trials again before a task's best is given (each a batch of a few trials)
 CONFIRM_PASSES = 3
@@ -150,6 +151,7 @@ class Tuner:
             raise InputError(f"no search strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
         self.strategy = strategy
         self._model: DeviceModel | None = None  # the device's cost model, made when a search first asks
+        self._bests: dict | None = None  # each task's best on the device, read when a search first asks
         self._own = []  # the parts made here, closed here
         self.database = TuningDB(db)
         try:
@@ -233,20 +235,28 @@ class Tuner:
 
     def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
         """The search of a task, told the route's starting points: the model-guided one measures the default
-        (the first) and the analytic model's pick in its first batch, and ranks the rest with the device's model;
-        the others measure them all first."""
+        (the first), the best of the device's most similar task (adapted) and the analytic model's pick in its first
+        batch, and ranks the rest with the device's model; the others measure them all first."""
         first = space.starting_points()
         if self.strategy == "model":
             model = self._device_model()
+            elsewhere = transferred(task.key, space, self._bests_elsewhere())
             pool = min(MODEL_POOL, POOL_PER_TRIAL * trials)
             return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
                                lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool,
                                climbs=min(MODEL_CLIMBS, trials // CLIMB_TRIALS), second_opinion=AnalyticModel(),
                                prefilter=lambda configs: block_figures(space, configs), drawn=DRAWN_PER_POOL * pool,
-                               drawn_structures=pool)
+                               drawn_structures=pool, elsewhere=elsewhere)
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
+
+    def _bests_elsewhere(self) -> dict:
+        """Each task's fastest correct trial on this device, as the database held them when first asked."""
+        if self._bests is None:
+            self._bests = bests_by_task(self.database.trials(None, self.device["name"], status="ok",
+                                                             algorithm=ROUTE))
+        return self._bests
 
     def _device_model(self) -> DeviceModel:
         """The device's cost model, trained on every task's trials of the device in the database."""

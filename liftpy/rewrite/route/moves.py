@@ -3,15 +3,17 @@
 A step changes one choice (a block one divisor smaller or larger, a width halved or doubled, a structural
 choice switched), moves a prime factor from one block of a 2D block to the other (its shape changed, its
 accumulators kept, as Ansor mutates tile sizes), rounds the innermost level up for a block that does not divide
-it, or joins or unjoins the rows.
+it, or joins or unjoins the rows. :func:`adapted` makes another task's configuration one of a space's (the same
+choices, its blocks the nearest the space allows): how a search starts from what won on a similar task.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING, Mapping
 
-from .choices import ABSENT, LOCAL_MEMORY, PAD_COPY, PARALLEL, REORDER, SEQUENTIAL_OUTER, UNROLL, VECTOR_OUTER
+from .choices import ABSENT, LOCAL_MEMORY, NAMES, PAD_COPY, PARALLEL, REORDER, SEQUENTIAL_OUTER, UNROLL, VECTOR_OUTER
 
 if TYPE_CHECKING:
     from .space import RouteSpace
@@ -98,3 +100,49 @@ def prime_factors(n: int) -> list[int]:
                 n //= d
         d += 1
     return factors + ([n] if n > 1 else [])
+
+
+def adapted(space: "RouteSpace", config: Mapping[str, int]) -> dict[str, int] | None:
+    """A configuration of another space with the same levels (the same program, or one whose nest binds the same
+    names, at other sizes) made one of ``space``'s, its choices kept where they are valid: each block the nearest
+    its level allows (the innermost kept, or the nearest a rounded level allows, where rounding the level up
+    allows it; else the nearest divisor, by ratio), the rows joined as before and else not, a vector width
+    halved until it fits its block, scalars last. None where the levels differ or nothing such is valid."""
+    base = {**ABSENT, **config}
+    if set(base) != set(NAMES) | {level.key for level in space.levels}:
+        return None
+    if space.valid(base):
+        return base
+    widths = [base["vector"] >> halved for halved in range(8) if base["vector"] >> halved >= 2]
+    for vectors in (widths, [0] if base["vector"] else []):
+        for join_rows in dict.fromkeys((base["join_rows"], 0)):
+            side = space.joined if join_rows and space._joined_program is not None else space
+            if (join_rows and side is space) or not side.levels:
+                continue
+            for block, round_up in _blocks(side, base):
+                for vector in vectors or [base["vector"]]:
+                    candidate = {**base, **block, "round_up": round_up, "join_rows": 0, "vector": vector}
+                    if side.valid(candidate):
+                        return {**candidate, "join_rows": join_rows}
+    return None
+
+
+def _blocks(side: "RouteSpace", base: Mapping[str, int]) -> list[tuple[dict[str, int], int]]:
+    """The blocks :func:`adapted` tries, with the rounding each needs: the innermost kept (rounded where it does
+    not divide), every block the nearest divisor, the innermost the nearest block a rounding allows."""
+    snapped = {level.key: _nearest(level.divisors, base[level.key]) for level in side.levels}
+    innermost = side.levels[-1]
+    block = base[innermost.key]
+    out = [({**snapped, innermost.key: block}, 0 if innermost.extent % block == 0
+            else side.rounded_blocks.get(block, -1)), (snapped, 0)]
+    if block > 1 and side.rounded_blocks:
+        near = _nearest((1, *sorted(side.rounded_blocks)), block)
+        out.append(({**snapped, innermost.key: near}, side.rounded_blocks[near]))
+    return [(b, r) for b, r in out if r >= 0]
+
+
+def _nearest(divisors: tuple[int, ...], block: int) -> int:
+    """The divisor nearest ``block`` by ratio, the smaller of two as near (1 stays 1: the level unblocked)."""
+    if block <= 1:
+        return block
+    return min(divisors[1:] or divisors, key=lambda d: (abs(math.log(d / block)), d))

@@ -374,6 +374,10 @@ class RouteSpace:
         """The valid configurations one move away from ``config`` (:func:`.moves.neighbours`)."""
         return moves.neighbours(self, config)
 
+    def adapted(self, config: Mapping[str, int]) -> dict[str, int] | None:
+        """Another task's configuration of the same levels made one of this space's (:func:`.moves.adapted`)."""
+        return moves.adapted(self, config)
+
     def describe(self, made: bool = True) -> str:
         """The levels that can be blocked and how many sketches the space holds -- each made to know it (seconds
         for a small convolution, minutes for Winograd's stages), unless ``made`` is False: then how many
