@@ -25,6 +25,10 @@ import numpy as np
 from ..errors import InputError, LiftError
 from .operators import DIRECT, WINOGRAD, Step
 
+SETTLE_S = 0.3
+"""Seconds of calls before :meth:`PreparedNetwork.timed` times any: the checked first call's references leave
+OpenBLAS's threads spinning on the cores for about a tenth of a second, which doubled the first calls' times."""
+
 
 @dataclass(frozen=True)
 class Network:
@@ -276,11 +280,14 @@ class PreparedNetwork:
         return self._run(hosts, self.buffers, profile)
 
     def timed(self, feeds: Mapping[str, object], calls: int = 5) -> tuple[float, list[float]]:
-        """``calls`` calls after the checked first one: the whole call's median in ms (numpy in, numpy out) and
-        each step's median kernel time."""
+        """``calls`` calls after the checked first one and :data:`SETTLE_S` of others: the whole call's median in
+        ms (numpy in, numpy out) and each step's median kernel time."""
         import statistics
 
         self.run(feeds)
+        settled = time.perf_counter() + SETTLE_S
+        while time.perf_counter() < settled:
+            self.run(feeds)
         whole, steps = [], []
         for _ in range(calls):
             start = time.perf_counter()
