@@ -9,9 +9,10 @@ benchmarks/search.py). For each task, the model's guess (liftpy.tuning.guess: th
 search) is found twice: with the analytic model alone (a device with no data) and with the learned model trained
 on the ``--train-db`` trials of every *other* task (leave-one-task-out: the model a device's earlier tunings
 would give it). The transferred configuration is the best of the most similar other task of the ``--train-db``
-trials, adapted to the task (liftpy.tuning.transfer; leave-one-task-out too). All are measured in one batch, their rounds in turns for 5 s, with the route's hand-written
-default (what an untuned task runs) and the best of the ``--reference-db`` tunings of the task (refs-*.sqlite:
-200 trials each on this machine), and given over that best. Issue 49's targets for the guess: within 2x
+trials, adapted to the task (liftpy.tuning.transfer; leave-one-task-out too). All are measured in one batch,
+their rounds in turns for 5 s, with the route's hand-written default (what an untuned task runs) and the best of
+the ``--reference-db`` tunings of the task (refs-*.sqlite: 200 trials each on this machine), and given over that
+best. Issue 49's targets for the guess: within 2x
 (analytic) and 1.25x (learned) on every task.
 """
 

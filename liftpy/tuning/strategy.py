@@ -104,11 +104,11 @@ class ModelGuided:
     Each opinion the search holds is measured in its first batches, whatever the model predicts of it:
     ``first[0]`` -- the space's own pick, what an untuned call runs -- ``elsewhere[0]`` -- the best of the
     device's most similar task, adapted (:mod:`liftpy.tuning.transfer`; every one of ``elsewhere`` joins the
-    pool) -- and the best predicted by ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few trials (a
-    network's small tasks get five or so) then never leaves a task slower than it was untuned, nor misses what
-    the formula sees where trees trained on other tasks misrank this one (on 16 tasks, the best of the three
-    guesses was at worst 1.67x of a 200-trial search's best, each guess alone at worst 2.2-10.9x:
-    ``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
+    pool) -- and the best predicted by ``second_opinion`` (another model, the analytic one beside a learned
+    one). A search of a few trials (a network's small tasks get five or so) then never leaves a task slower
+    than it was untuned, nor misses what the formula sees where trees trained on other tasks misrank this one
+    (on 16 tasks, the best of three guesses was at worst 1.67x of a 200-trial search's best, each guess alone
+    at worst 2.2-10.9x: ``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],

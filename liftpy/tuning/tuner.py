@@ -186,7 +186,8 @@ class Tuner:
     # -------------------------------------------------------------------------------- tuning
     def tune(self, slots: Sequence[Slot], trials: int) -> list[Best | None]:
         """Tune ``slots`` with ``trials`` trials in all (those in the database count; one a slot at least), as the
-        scheduler allots them; then the fastest of each measured again in turns. Each slot's best (None: no correct trial)."""
+        scheduler allots them; then the fastest of each measured again in turns. Each slot's best (None: no
+        correct trial)."""
         _check_budget(trials, self.timing.rounds, self.confirm, self.timeout, self.batch)
         slots = list(slots)
         if trials:  # a trial for each slot at least: a staged program joins every stage's best

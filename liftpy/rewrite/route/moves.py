@@ -114,13 +114,13 @@ def adapted(space: "RouteSpace", config: Mapping[str, int]) -> dict[str, int] | 
     if space.valid(base):
         return base
     widths = [base["vector"] >> halved for halved in range(8) if base["vector"] >> halved >= 2]
-    for vectors in (widths, [0] if base["vector"] else []):
+    for vectors in ([widths, [0]] if widths else [[base["vector"]]]):
         for join_rows in dict.fromkeys((base["join_rows"], 0)):
             side = space.joined if join_rows and space._joined_program is not None else space
             if (join_rows and side is space) or not side.levels:
                 continue
             for block, round_up in _blocks(side, base):
-                for vector in vectors or [base["vector"]]:
+                for vector in vectors:
                     candidate = {**base, **block, "round_up": round_up, "join_rows": 0, "vector": vector}
                     if side.valid(candidate):
                         return {**candidate, "join_rows": join_rows}
