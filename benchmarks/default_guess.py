@@ -113,17 +113,12 @@ def main():
         analytic, learned, seconds, seen = guesses(task, space, args.train_db, args.seed) if args.guesses \
             else (None, None, 0.0, 0)
         best = reference_best(task, references)
-        configs = [default, transferred, analytic, learned]
-        measured = [c for c in configs if c is not None]
-        times = measured_together(task, measured + [best.config], args.seed + 1)
-        ref_ms = times[-1]
-        shown = iter(range(len(measured)))
-        ratio = {kind: (times[next(shown)] / ref_ms if c is not None else None) for kind, c in zip(ratios, configs)}
+        configs = {kind: c for kind, c in zip(ratios, (default, transferred, analytic, learned)) if c is not None}
+        *times, ref_ms = measured_together(task, [*configs.values(), best.config], args.seed + 1)
+        ratio = {kind: time_ms / ref_ms for kind, time_ms in zip(configs, times)}
         for kind, value in ratio.items():
-            if value is not None:
-                ratios[kind].append(value)
-        cells = " ".join(f"{'-' if ratio[k] is None else f'{ratio[k]:.2f}x':>{w}}"
-                         for k, w in zip(ratios, (11, 11, 12, 12)))
+            ratios[kind].append(value)
+        cells = " ".join(f"{f'{ratio[k]:.2f}x' if k in ratio else '-':>{w}}" for k, w in zip(ratios, (11, 11, 12, 12)))
         lines.append(f"{name:16} {cells} {ref_ms:>9.3f} {seconds:>8.0f} {seen:>10}")
         print(lines[-1], flush=True)
     for kind, values in ratios.items():

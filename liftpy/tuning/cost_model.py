@@ -224,9 +224,12 @@ class DeviceModel:
     def of(cls, database, device_name: str) -> "DeviceModel":
         """The device's model, to be trained on every correct trial of the device in ``database`` (a
         :class:`~liftpy.tuning.db.TuningDB`, or None) that carries its features."""
-        return cls([] if database is None else [
-            (t.features, t.time_ms, t.task_key)
-            for t in database.trials(device=device_name, status="ok") if t.features and t.time_ms])
+        return cls.of_trials([] if database is None else database.trials(device=device_name, status="ok"))
+
+    @classmethod
+    def of_trials(cls, trials) -> "DeviceModel":
+        """The model to be trained on those of a device's correct ``trials`` that carry their features."""
+        return cls([(t.features, t.time_ms, t.task_key) for t in trials if t.features and t.time_ms])
 
     def learn(self, features: Mapping[str, float], time_ms: float, task=None) -> None:
         self.rows.append((features, time_ms, task))

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Iterable
 
-from .db import Trial, config_key, ranked_by_time
+from .db import Trial, config_key, ranked
 
 #: the other tasks' bests a search starts from, most similar first
 TRANSFERRED = 6
@@ -43,11 +43,11 @@ def distance(key: str, other: str) -> float:
 
 
 def bests_by_task(trials: Iterable[Trial]) -> dict[str, Trial]:
-    """Each task's fastest correct trial (measured again in turns first: :func:`~liftpy.tuning.db.ranked_by_time`)."""
+    """Each task's best correct trial, as the database ranks a task's (:func:`~liftpy.tuning.db.ranked`)."""
     by_task: dict[str, list[Trial]] = {}
     for trial in trials:
         by_task.setdefault(trial.task_key, []).append(trial)
-    return {key: ranked[0] for key, ranked in ((k, ranked_by_time(v)) for k, v in by_task.items()) if ranked}
+    return {key: best[0] for key, best in ((k, ranked(v)) for k, v in by_task.items()) if best}
 
 
 def transferred(task_key: str, space, bests: dict[str, Trial], limit: int = TRANSFERRED) -> list[dict[str, int]]:

@@ -151,7 +151,8 @@ class Tuner:
             raise InputError(f"no search strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
         self.strategy = strategy
         self._model: DeviceModel | None = None  # the device's cost model, made when a search first asks
-        self._bests: dict | None = None  # each task's best on the device, read when a search first asks
+        self._trials: list | None = None  # the device's correct trials, read when a search first asks
+        self._bests: dict | None = None  # each task's best of them
         self._own = []  # the parts made here, closed here
         self.database = TuningDB(db)
         try:
@@ -252,17 +253,23 @@ class Tuner:
             return self.strategy(space, trials, self.seed, first)
         return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
 
+    def _device_trials(self) -> list:
+        """The device's correct trials, every task's, as the database held them when a search first asked: read
+        once for its model and its tasks' bests."""
+        if self._trials is None:
+            self._trials = self.database.trials(device=self.device["name"], status="ok")
+        return self._trials
+
     def _bests_elsewhere(self) -> dict:
-        """Each task's fastest correct trial on this device, as the database held them when first asked."""
+        """Each task's best trial through the route on this device (:func:`~liftpy.tuning.transfer.bests_by_task`)."""
         if self._bests is None:
-            self._bests = bests_by_task(self.database.trials(None, self.device["name"], status="ok",
-                                                             algorithm=ROUTE))
+            self._bests = bests_by_task(t for t in self._device_trials() if t.algorithm == ROUTE)
         return self._bests
 
     def _device_model(self) -> DeviceModel:
         """The device's cost model, trained on every task's trials of the device in the database."""
         if self._model is None:
-            self._model = DeviceModel.of(self.database, self.device["name"])
+            self._model = DeviceModel.of_trials(self._device_trials())
         return self._model
 
     def _featurise(self, task: ProgramTask, configs: list[dict]) -> list[dict | None]:
