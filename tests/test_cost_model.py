@@ -3,11 +3,16 @@ and a learned model that learns a device's landscape from its trials, held-out t
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 from liftpy import nn
-from liftpy.tuning.cost_model import LAUNCH_MS, AnalyticModel, LearnedModel, io_lower_bound, kendall_tau, top_recall
+from liftpy.device import Device
+from liftpy.nn.winograd import winograd_task
+from liftpy.tuning import ProgramTask
+from liftpy.tuning.cost_model import (LAUNCH_MS, AnalyticModel, LearnedModel, io_lower_bound, kendall_tau, top_recall,
+                                      traffic_lower_bound, window_reuse)
 from liftpy.tuning.features import NAMES, program_features
 
 from .test_features import CPU, generated_candidates
@@ -34,6 +39,30 @@ def test_no_candidate_moves_less_than_the_lower_bound():
         assert (f["global_read_bytes"] + f["global_written_bytes"]) / 4 >= bound, config
         seen += 1
     assert seen >= 5
+
+
+MATMUL = Path(__file__).resolve().parent.parent / "examples" / "programs" / "matmul.lift"
+
+
+def matmul_task(n):
+    return ProgramTask.make(MATMUL, {"n": n, "k": n, "m": n}, constants=("b",))
+
+
+def test_the_least_traffic_of_a_call_is_its_inputs_and_output_or_the_bound_whichever_is_more():
+    """A product reuses nothing through windows (R = 1), a whole 3x3 convolution at stride 2 has R = 9 / 4, a
+    stage that slides tiles has none the formula can use. The least traffic, by hand: a 512^3 product moves its
+    two inputs and output (3 MiB) at least; with S = 512 floats the bound, U / (4 sqrt(2 * 512)) = U / 128
+    floats, is 4 MiB; with a fast memory of a million floats, the 3 MiB are more."""
+    assert window_reuse(matmul_task(8)) == 1.0
+    layer = nn.make_layer(input_shape=(8, 16, 16), kernel_shape=(8, 3, 3), stride=2, padding=1)
+    assert window_reuse(nn.route_task(layer)) == pytest.approx(9 / 4)
+    winograd = winograd_task(nn.make_layer(input_shape=(8, 16, 16), kernel_shape=(8, 3, 3), stride=1, padding=1))
+    sliding = [s for s in winograd.stages() if window_reuse(s) is None]
+    assert sliding  # the input's tiles: windows, but no kernelHeight of theirs
+    small = Device(kind="cpu", private_mem_budget=512, local_mem_size=0)
+    large = Device(kind="cpu", private_mem_budget=512, local_mem_size=4 * 2**20 - 4 * 512)
+    assert traffic_lower_bound(matmul_task(512), 512 ** 3, small) == 4 * 2**20
+    assert traffic_lower_bound(matmul_task(512), 512 ** 3, large) == 3 * 2**20
 
 
 def features(**values):
@@ -122,3 +151,45 @@ def test_kendall_tau_and_the_recall_of_the_top():
     measured = list(range(30))
     assert top_recall(measured, measured) == 1.0
     assert top_recall([-m for m in measured], measured) == 0.0  # the fastest five predicted slowest
+
+
+def test_the_report_predicts_a_task_from_the_devices_other_tasks_and_sets_its_traffic_against_the_bound():
+    """``liftpy report``'s columns: the model sees none of the task's own trials (the same trials of another
+    task in the database change nothing but the device's other tasks), its figures are scaled by the median of
+    measured over predicted; the traffic over the bound, with the Mali profile's S = 256 + 32768 / 4 floats."""
+    from liftpy.params import target_profiles
+    from liftpy.tuning.db import Trial
+    from liftpy.tuning.report import ModelView
+
+    mali = target_profiles()["mali-g72"]
+    task, other = matmul_task(64), matmul_task(32)
+
+    def trial(key, time_ms, **values):
+        return Trial(key, "", "route", {}, mali.name, "ok", "", time_ms, 0, 0.0, {}, 1.0, features=features(**values))
+
+    mine = [trial(task.key, 3.0, global_read_bytes=1e6, reduction_updates=64 ** 3),
+            trial(task.key, 1.0, global_read_bytes=1e5, reduction_updates=64 ** 3)]
+
+    class Database:
+        def __init__(self, rows):
+            self.rows = rows
+
+        def trials(self, subject=None, device=None, status=None):
+            return [t for t in self.rows if device in (None, t.device)]
+
+    alone = ModelView.of(Database(mine), task, mine)
+    figures = AnalyticModel().predict([t.features for t in mine])  # no other task: the analytic model's
+    scale = (3.0 / figures[0] + 1.0 / figures[1]) / 2  # the median of two
+    assert [alone.predicted_ms[id(t)] for t in mine] == pytest.approx([f * scale for f in figures])
+    assert any("analytic" in line for line in alone.notes)
+    s = 256 + 32768 / 4
+    for t in mine:
+        moved = t.features["global_read_bytes"] + t.features["global_written_bytes"]
+        least = max(3 * 64 * 64 * 4, 4 * 64 ** 3 / (4 * math.sqrt(2 * s)))
+        assert alone.over_bound[id(t)] == pytest.approx(moved / least)
+    if LearnedModel.available():
+        others = [trial(other.key, 1.0 + i / 10, global_read_bytes=1e5 * (1 + i)) for i in range(40)]
+        learned = ModelView.of(Database(mine + others), task, mine)
+        assert any("learned from 40 trials of the device's 1 other tasks" in line for line in learned.notes)
+        again = ModelView.of(Database(mine * 20 + others), task, mine)  # its own trials are not learned from
+        assert [again.predicted_ms[id(t)] for t in mine] == [learned.predicted_ms[id(t)] for t in mine]

@@ -20,8 +20,9 @@ faster), and learns from measured trials. Two exist:
   next; its figure is that time times the analytic model's. It needs the ``model`` extra (``pip install -e
   .[model]``); without it, or before it has seen enough trials, it predicts as the analytic model does.
 
-:func:`io_lower_bound` is the I/O lower bound of a direct convolution (or a product) that the analytic part
-compares a candidate's traffic with.
+:func:`io_lower_bound` is the I/O lower bound of a direct convolution (or a product), and
+:func:`traffic_lower_bound` the fewest bytes a task's call can move, which ``liftpy report`` sets each trial's
+traffic against.
 """
 
 from __future__ import annotations
@@ -69,6 +70,44 @@ def io_lower_bound(updates: float, reuse: float, fast_memory: float) -> float:
     if updates <= 0:
         return 0.0
     return updates / (4.0 * math.sqrt(2.0 * max(reuse, 1e-9) * max(fast_memory, 1.0)))
+
+
+def window_reuse(task) -> float | None:
+    """The ``R`` of :func:`io_lower_bound` for a task (a :class:`~liftpy.tuning.program.ProgramTask`): 1 where
+    its program slides no window (a product, a 1x1 or element-wise nest: no input meets a multiply-add twice
+    through overlapping windows); ``kernelHeight kernelWidth / stride^2`` for a whole program whose sizes name
+    its window (liftpy's convolutions and the example programs do); None where it cannot tell (a stage that
+    slides tiles, a window named otherwise)."""
+    from ..ir import Prim, walk
+
+    program = task.load()
+    slides = any(isinstance(n, Prim) and n.name == "slide" for n in walk(program.function(task.function).body))
+    if not slides:
+        return 1.0
+    sizes = task.size_map
+    if task.stage is not None or "kernelHeight" not in sizes or "kernelWidth" not in sizes:
+        return None
+    stride = sizes.get("stride", (1, 1))
+    stride = (stride, stride) if isinstance(stride, int) else tuple(stride)
+    return sizes["kernelHeight"] * sizes["kernelWidth"] / (stride[0] * stride[1])
+
+
+def traffic_lower_bound(task, updates: float, device) -> float:
+    """The fewest global bytes a call of ``task`` making ``updates`` multiply-adds can move on ``device`` (a
+    :class:`~liftpy.device.Device`): each input read once and the output written once, or
+    :func:`io_lower_bound` in floats where :func:`window_reuse` knows ``R``, its fast memory a work-item's private
+    budget and a work-group's local memory, whichever is more."""
+    from ..codegen.memory import footprint
+    from ..typecheck import typecheck
+
+    program = task.load()
+    parts = footprint(typecheck(program, task.size_map), program.function(task.function).name)
+    compulsory = sum(p.bytes for p in parts if p.role in ("input", "output"))
+    reuse = window_reuse(task)
+    if reuse is None:
+        return float(compulsory)
+    fast_memory = device.private_mem_budget + device.local_mem_size / 4
+    return max(float(compulsory), 4.0 * io_lower_bound(updates, reuse, fast_memory))
 
 
 class AnalyticModel:
@@ -259,4 +298,4 @@ def top_recall(predicted: Sequence[float], measured: Sequence[float], true_top: 
 
 
 __all__ = ["CostModel", "AnalyticModel", "LearnedModel", "DeviceModel", "block_figures", "io_lower_bound",
-           "kendall_tau", "top_recall"]
+           "window_reuse", "traffic_lower_bound", "kendall_tau", "top_recall"]

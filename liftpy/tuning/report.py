@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import LiftError
+from .cost_model import DeviceModel, LearnedModel, kendall_tau, top_recall, traffic_lower_bound, window_reuse
 from .db import TIED, Trial, TuningDB, ranked
-from .measure import spread
+from .measure import median, spread
 from .program import ROUTE, ProgramTask
 
 
@@ -36,16 +39,20 @@ def task_report(db: TuningDB, task, device: str | None, out_dir: Path, top: int 
     flops = getattr(task, "flops", None)
     lines = [f"{task.describe()}: {len(trials)} trials, {len(ok)} correct"]
     if ok:
-        lines.append(f"{'rank':>4} {'time ms':>9} {'spread':>7} {'timed':>5} {'GFLOP/s':>8} {'MiB':>7} {'moved':>8} "
-                     f"{'algorithm':>9}  configuration")
+        view = ModelView.of(db, task, ok)
+        lines.append(f"{'rank':>4} {'time ms':>9} {'spread':>7} {'timed':>5} {'pred ms':>8} {'GFLOP/s':>8} {'MiB':>7} "
+                     f"{'moved':>8} {'/bound':>6} {'algorithm':>9}  configuration")
         for rank, t in enumerate(ok[:top], 1):
             config = ", ".join(f"{k}={v}" for k, v in t.config.items())
             rate = f"{flops / t.time_ms / 1e6:8.1f}" if flops else f"{'-':>8}"
             timed = "again" if t.measured_again else "once"
             moved = f"{t.moved_bytes / 2**20:8.1f}" if t.moved_bytes is not None else f"{'-':>8}"
             spread_text = f"{spread(t.times_ms):7.0%}" if len(t.times_ms) > 1 else f"{'-':>7}"
-            lines.append(f"{rank:4} {t.time_ms:9.3f} {spread_text} {timed:>5} {rate} "
-                         f"{(t.memory_bytes or 0) / 2**20:7.1f} {moved} {t.algorithm:>9}  {config}")
+            predicted, over = view.predicted_ms.get(id(t)), view.over_bound.get(id(t))
+            predicted_text = f"{predicted:8.3f}" if predicted is not None else f"{'-':>8}"
+            over_text = f"{over:6.1f}" if over is not None else f"{'-':>6}"
+            lines.append(f"{rank:4} {t.time_ms:9.3f} {spread_text} {timed:>5} {predicted_text} {rate} "
+                         f"{(t.memory_bytes or 0) / 2**20:7.1f} {moved} {over_text} {t.algorithm:>9}  {config}")
         lines.append("timed: again = measured again in turns with its rivals at the search's end (ranked first; "
                      f"of those within {TIED:.0%} of the fastest, one moving {TIED:.0%} fewer bytes goes before it), "
                      "once = its first median only")
@@ -53,6 +60,7 @@ def task_report(db: TuningDB, task, device: str | None, out_dir: Path, top: int 
                      "that median (README, the measuring protocol)")
         lines.append("MiB: global memory allocated; moved: MiB a call's kernels ask of global memory "
                      "(liftpy.codegen.traffic)")
+        lines += view.notes
     failures = Counter(t.status for t in trials if t.status != "ok")
     if failures:
         lines.append("failures by cause:")
@@ -70,6 +78,85 @@ def task_report(db: TuningDB, task, device: str | None, out_dir: Path, top: int 
         _pareto_figure(ok, task, path)
         lines.append(f"wrote {path}")
     return "\n".join(lines)
+
+
+@dataclass
+class ModelView:
+    """What the device's cost model says of a task's correct trials: each one's predicted time (by id of the
+    trial) and its traffic over the least a call can move, with the lines that say how both were made."""
+
+    predicted_ms: dict = field(default_factory=dict)
+    over_bound: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, db: TuningDB, task, ok: list[Trial]) -> "ModelView":
+        """The view of ``ok`` (a task's correct trials, ranked) on the device of the first: predicted by the
+        device's model trained on its *other* tasks' trials only (what it would have said before this task was
+        measured), the analytic model where there are too few; the traffic bound from the device's facts, where
+        liftpy knows the device (a profile, or the live one)."""
+        view = cls()
+        device = ok[0].device
+        mine = [t for t in ok if t.device == device and t.features]
+        if not mine:
+            view.notes.append("pred ms, /bound: '-' -- the trials carry no features (a database from before they "
+                              "were recorded)")
+            return view
+        others = [t for t in db.trials(device=device, status="ok") if t.task_key != task.key and t.features]
+        model = DeviceModel.of_trials(others)
+        figures = model.predict([t.features for t in mine])
+        scale = median([t.time_ms / f for t, f in zip(mine, figures) if f > 0] or [1.0])
+        view.predicted_ms = {id(t): f * scale for t, f in zip(mine, figures)}
+        learned = model.model.trained if isinstance(model.model, LearnedModel) else False
+        source = (f"learned from {len(others)} trials of the device's {len({t.task_key for t in others})} other "
+                  "tasks, none of this one's" if learned else
+                  "the analytic model's (too few trials of the device's other tasks to learn from"
+                  + ("" if LearnedModel.available() else ", or LightGBM not installed: the 'model' extra") + ")")
+        measured = [t.time_ms for t in mine]
+        agreement = f"Kendall's tau {kendall_tau(figures, measured):.2f} over its {len(mine)} correct trials"
+        if len(mine) >= 20:
+            found = round(top_recall(figures, measured) * 5)
+            agreement += f", {found} of the 5 fastest measured among the 20 fastest predicted"
+        view.notes.append(f"pred ms: the cost model's figure, {source}, scaled by the one factor that puts its "
+                          f"median over this task's trials on the measured one; {agreement}")
+        facts = device_facts(device)
+        if facts is None:
+            view.notes.append(f"/bound: '-' -- liftpy knows no facts of {device!r} (no profile, not this machine's)")
+            return view
+        bounds: dict = {}  # by updates: a few distinct counts (a rounded-up block makes more)
+        for t in mine:
+            updates = t.features.get("reduction_updates", 0.0)
+            if updates not in bounds:
+                bounds[updates] = traffic_lower_bound(task, updates, facts)
+            moved = t.moved_bytes if t.moved_bytes is not None else \
+                t.features.get("global_read_bytes", 0.0) + t.features.get("global_written_bytes", 0.0)
+            if bounds[updates] > 0:
+                view.over_bound[id(t)] = moved / bounds[updates]
+        reuse = window_reuse(task)
+        theorem = (f"or Zhang et al.'s bound (PPoPP'21) U / (4 sqrt(2 R S)) floats for its U multiply-adds, R = "
+                   f"{reuse:g}, S = {facts.private_mem_budget + facts.local_mem_size // 4} floats (a work-item's "
+                   "private budget and a group's local memory), whichever is more" if reuse is not None else
+                   "(the convolution's bound needs the window's reuse, which this program does not say)")
+        view.notes.append("/bound: moved over the fewest bytes a call can move: each input read "
+                          f"and the output written once, {theorem}")
+        return view
+
+
+def device_facts(name: str):
+    """The facts (:class:`~liftpy.device.Device`) of the device of that name: a shipped profile's, or this
+    machine's device's; None where liftpy knows neither."""
+    from ..params import target_profiles
+
+    for profile in target_profiles().values():
+        if profile.name == name:
+            return profile
+    try:
+        from ..runtime import device_info, get_device
+
+        facts = device_info(get_device(name))
+    except (LiftError, ImportError):
+        return None
+    return facts if facts.name == name else None
 
 
 def _file_name(subject) -> str:
