@@ -1,6 +1,12 @@
-"""The runner's protocol on a real device: rounds taken in turns go on for the span asked."""
+"""The runner's protocol on a real device: rounds taken in turns go on for the span asked; PoCL's worker threads
+pinned, one to each CPU."""
 
+import os
+import subprocess
+import sys
 import time
+
+import pytest
 
 import liftpy.nn as nn
 from liftpy.tuning import Batch, Build, LocalRunner, Timing
@@ -49,3 +55,53 @@ def test_the_race_stops_the_rounds_of_candidates_far_behind_the_leader():
     assert [len(r["times_ms"]) for r in raced] == [1, 1]
     assert all(r["status"] == "ok" and "over 2x the leader" in r["cause"] for r in raced)
     assert [len(r["times_ms"]) for r in kept] == [4, 4] and not any(r["cause"] for r in kept)
+
+
+def test_pocl_is_asked_to_pin_its_threads_only_where_the_process_may_use_every_cpu(monkeypatch):
+    from liftpy import runtime
+
+    cpus = os.cpu_count()
+    monkeypatch.delenv("POCL_AFFINITY", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    runtime._pin_pocl_threads()
+    assert os.environ["POCL_AFFINITY"] == "1"
+    monkeypatch.setenv("POCL_AFFINITY", "0")  # the user's choice stays
+    runtime._pin_pocl_threads()
+    assert os.environ["POCL_AFFINITY"] == "0"
+    monkeypatch.delenv("POCL_AFFINITY")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(1, cpus + 1)))  # CPU 0 not ours
+    runtime._pin_pocl_threads()
+    assert "POCL_AFFINITY" not in os.environ
+
+
+PINNED = """
+import os, sys
+from liftpy.runtime import device_info, get_device
+import liftpy.nn as nn
+facts = device_info(get_device(None))
+if "pthread" not in facts.name or os.sched_getaffinity(0) != set(range(os.cpu_count())):
+    print("not pocl"); sys.exit(0)
+import numpy as np
+nn.Conv2d(np.ones((4, 4, 3, 3), np.float32), padding=1)(np.ones((1, 4, 8, 8), np.float32))
+single = []
+for task in os.listdir("/proc/self/task"):
+    for line in open(f"/proc/self/task/{task}/status"):
+        if line.startswith("Cpus_allowed_list:"):
+            allowed = line.split()[1]
+            if allowed.isdigit():
+                single.append(int(allowed))
+print(os.environ.get("POCL_AFFINITY"), sorted(single))
+"""
+
+
+def test_a_process_running_kernels_on_pocl_has_one_worker_thread_pinned_to_each_cpu():
+    """Read from Linux, not from liftpy: after a kernel ran, the process's threads allowed on one CPU alone are
+    PoCL's workers, one on each CPU."""
+    out = subprocess.run([sys.executable, "-c", PINNED], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "POCL_AFFINITY"})
+    assert out.returncode == 0, out.stderr
+    if out.stdout.strip() == "not pocl":
+        pytest.skip("the device is not PoCL's CPU device, or the process may not use every CPU")
+    setting, single = out.stdout.split(" ", 1)
+    assert setting == "1"
+    assert single.strip() == str(list(range(os.cpu_count())))

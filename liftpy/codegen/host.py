@@ -19,6 +19,7 @@ _SCRIPT = '''#!/usr/bin/env python3
 Inputs not given are random (standard normal, seeded). Needs numpy and pyopencl only.
 """
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -46,6 +47,9 @@ def main(argv=None):
     scalar_values = dict(item.split("=", 1) for item in args.scalar)
     rng = np.random.default_rng(args.seed)
 
+    if "POCL_AFFINITY" not in os.environ and hasattr(os, "sched_getaffinity") \\
+            and os.sched_getaffinity(0) == set(range(os.cpu_count())):  # PoCL's CPU workers, one on each core
+        os.environ["POCL_AFFINITY"] = "1"
     ctx = cl.create_some_context(interactive=False)
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     source = "\\n\\n".join((HERE / f).read_text() for f in KERNEL_FILES)
@@ -152,6 +156,7 @@ Inputs not given are random (standard normal, seeded); each output is saved as D
 pyopencl only.
 """
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -179,6 +184,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     given = dict(item.split("=", 1) for item in args.input)
     rng = np.random.default_rng(args.seed)
+    if "POCL_AFFINITY" not in os.environ and hasattr(os, "sched_getaffinity") \\
+            and os.sched_getaffinity(0) == set(range(os.cpu_count())):  # PoCL's CPU workers, one on each core
+        os.environ["POCL_AFFINITY"] = "1"
     ctx = cl.create_some_context(interactive=False)
     queue = cl.CommandQueue(ctx)
     mf = cl.mem_flags
