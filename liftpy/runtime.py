@@ -38,9 +38,9 @@ def _cl():
 def _pin_pocl_threads() -> None:
     """Ask PoCL's CPU device to pin its worker threads, thread i to CPU i (``POCL_AFFINITY``), unless the user
     chose or the process may not run on every CPU (PoCL pins by index, not by the process's mask). Unpinned,
-    Linux at times runs both workers of a 2-core machine on one core, and a kernel takes twice its time (a
-    quarter of a 1 ms kernel's calls in some runs: ``benchmarks/results/pocl-affinity-*``). PoCL reads it when
-    it starts: before the first platform query."""
+    Linux at times runs both workers of a 2-core machine on one core, and a kernel takes twice its time (up to
+    45% of a 1 ms kernel's calls in a run: ``benchmarks/results/pocl-affinity-*``). PoCL reads it when it
+    starts: before the first platform query."""
     if "POCL_AFFINITY" in os.environ or not hasattr(os, "sched_getaffinity"):
         return
     if os.sched_getaffinity(0) == set(range(os.cpu_count() or 0)):
