@@ -1,5 +1,6 @@
-"""Reports from a tuning database on one task: the best configurations (the paper's table 4), failures by cause
-and the Pareto front of time against memory (figure 6), a PNG figure made with matplotlib. A network's layers
+"""Reports from a tuning database on one task: the best configurations (the paper's table 4) beside what the
+device's cost model predicted for them, failures by cause and the Pareto front of time against memory (figure 6),
+a PNG figure made with matplotlib. A network's layers
 against the baselines: :mod:`liftpy.nn.report`.
 """
 
@@ -30,8 +31,9 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 def task_report(db: TuningDB, task, device: str | None, out_dir: Path, top: int = 10) -> str:
     """The best trials of a task (or, in a database from before the pipelines were retired, a layer: see
-    :class:`~liftpy.tuning.db.Subject`), its failures by cause, and its Pareto figure; for a program task, its
-    best low-level program in the language."""
+    :class:`~liftpy.tuning.db.Subject`), each with its predicted time and its traffic over the least a call can
+    move (:class:`ModelView`), its failures by cause, and its Pareto figure; for a program task, its best
+    low-level program in the language."""
     trials = db.trials(task, device)
     if not trials:
         return f"no trials for {task.describe()} in {db.path}"
