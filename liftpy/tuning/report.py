@@ -1,7 +1,6 @@
 """Reports from a tuning database on one task: the best configurations (the paper's table 4) beside what the
 device's cost model predicted for them, failures by cause and the Pareto front of time against memory (figure 6),
-a PNG figure made with matplotlib. A network's layers
-against the baselines: :mod:`liftpy.nn.report`.
+a PNG figure made with matplotlib. A network's layers against the baselines: :mod:`liftpy.nn.report`.
 """
 
 from __future__ import annotations
