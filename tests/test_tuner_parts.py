@@ -18,7 +18,8 @@ import liftpy.nn as nn
 from liftpy.device import Device
 from liftpy.errors import DeviceError, InternalError, NoCorrectTrial
 from liftpy.tuning import Built, Slot, TaskScheduler, Tuner, TuningDB, tune_groups
-from liftpy.tuning.db import config_key
+from liftpy.tuning.db import config_key, per_call_ms
+from liftpy.tuning.program import JOINED
 from .conftest import QUIET
 
 SMALL = dict(input_shape=(8, 12, 12), kernel_shape=(8, 3, 3), stride=1, padding=1)
@@ -73,13 +74,17 @@ class FeaturingBuilder(FakeBuilder):
 class FakeRunner:
     """Answers a batch on a thread of its own after ``delay`` seconds: ``landscape`` times, ``wrong`` ones
     wrong, ``bug`` ones a bug; every measurement of a configuration after its first is ``drift`` times its
-    landscape time (the machine slowed down)."""
+    landscape time (the machine slowed down); a stage of a staged task (Winograd's) takes ``stage_scale`` of its
+    landscape time, its stages joined (a candidate of no configuration) ``joined_ms``."""
 
     device = {"name": "fake device", "driver": "0", "platform": "fake"}
     device_facts = FACTS
 
-    def __init__(self, log, wrong=(), bug=(), delay=0.01, first_times=None, fail=None, wrong_tasks=()):
+    def __init__(self, log, wrong=(), bug=(), delay=0.01, first_times=None, fail=None, wrong_tasks=(),
+                 stage_scale=1.0, joined_ms=1.0):
         self.log, self.wrong, self.bug, self.delay = log, wrong, bug, delay
+        self.stage_scale, self.joined_ms = stage_scale, joined_ms
+        self.joined = 0  # the joined programs timed
         self.wrong_tasks = wrong_tasks  # every trial of these tasks wrong
         self.first_times = first_times or {}  # config key -> the time of its first measurement
         self.seen: dict[str, int] = {}
@@ -116,6 +121,12 @@ class FakeRunner:
                     continue
                 if batch.task in self.wrong_tasks:
                     result = {**result, "status": "wrong", "cause": "output differs", "max_error": 9.0}
+                if not built.config:  # a staged task's stages joined
+                    self.joined += 1
+                    result = {**result, "time_ms": self.joined_ms, "times_ms": [self.joined_ms]}
+                elif batch.task.stage is not None:
+                    scaled = result["time_ms"] * self.stage_scale
+                    result = {**result, "time_ms": scaled, "times_ms": [scaled]}
                 future.set_result(result)
             self.log.append(("done", number))
 
@@ -216,6 +227,33 @@ def test_a_network_keeps_its_other_steps_bests_where_one_step_has_no_correct_tri
     assert "no correct trial" in capsys.readouterr().err
     with pytest.raises(NoCorrectTrial, match="no correct trial"):
         tuned(True, tmp_path / "layers.sqlite")
+
+
+def test_a_staged_alternative_is_chosen_by_its_stages_joined_and_timed_whole_not_by_their_sum(tmp_path):
+    """Winograd's stages, each timed alone, sum to less than the direct program's time; joined and timed whole,
+    they take longer (as on ResNet-18's 7x7 layers: their caches shared): the group's pick is the direct
+    program, and the database answers the whole's time for Winograd's. A tuning resumed does not time the
+    same joined program again."""
+    layer = nn.make_layer(**SMALL)
+    direct, staged = nn.route_task(layer), nn.winograd.winograd_task(layer)
+    groups = [[("direct", direct), ("winograd", staged)]]
+    db = tmp_path / "t.sqlite"
+
+    def tuned():
+        runner = FakeRunner([], stage_scale=0.01, joined_ms=50.0)
+        found = tune_groups(groups, 7, db, runner=runner, builder=FakeBuilder([]), **QUIET, confirm=0)
+        return found[0], runner
+
+    pick, runner = tuned()
+    database = TuningDB(db, readonly=True)
+    whole = database.best(staged, "fake device")
+    assert runner.joined == 1 and whole.whole is not None and whole.time_ms == 50.0
+    assert per_call_ms(whole.stages) < database.best(direct, "fake device").time_ms  # the sum would have won
+    assert pick.name == "direct" and pick.task == direct
+    assert len(database.trials(staged, algorithm=JOINED)) == 1
+    again, runner = tuned()
+    assert runner.joined == 0 and again.name == "direct"
+    assert len(TuningDB(db, readonly=True).trials(staged, algorithm=JOINED)) == 1
 
 
 def test_a_bug_stops_the_tuning_with_its_traceback_saved_and_nothing_recorded_for_it(tmp_path, monkeypatch):

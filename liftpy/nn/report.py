@@ -33,8 +33,9 @@ def winograd_report(db: TuningDB, layer: ConvLayer, device: str | None) -> str:
     stages = ", ".join(f"{stage.task.stage} {stage.time_ms:.3f} ms ({len(stage.trials)} trials"
                        f"{', once per layer' * stage.task.hoisted})" for stage in best.stages)
     runs = best_in_database(db, layer, device)
+    timed = "timed whole" if best.whole is not None else "the stages' sum (not timed whole)"
     return (f"\nWinograd's F(2x2, 3x3) (liftpy/nn/conv2d_winograd.lift), tuned stage by stage: {best.time_ms:.3f} "
-            f"ms a call ({stages})\nthe layer runs the {runs.name} program ({runs.time_ms:.3f} ms)")
+            f"ms a call, {timed} ({stages})\nthe layer runs the {runs.name} program ({runs.time_ms:.3f} ms)")
 
 
 def network_report(db: TuningDB, network: str, device: str | None, out_dir: Path) -> str:

@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
 from ..errors import DatabaseError, InputError
-from .program import ROUTE
+from .program import JOINED, ROUTE
 
 if TYPE_CHECKING:
     from .program import ProgramTask
@@ -185,7 +185,8 @@ class Best:
     best, joined. What the tuner returns and :meth:`TuningDB.best` answers.
 
     ``config``: the route's choices (a staged task's: each stage's, by the stage's name); ``time_ms``: the
-    trial's median kernel time (a staged task's: :func:`per_call_ms`); ``trials``: every trial of the task (of
+    trial's median kernel time (a staged task's: the joined program's, timed whole, else :func:`per_call_ms`);
+    ``trials``: every trial of the task (of
     its stages) on the device; ``name``: what a caller choosing among several tasks called this one (liftpy.nn:
     the layer's algorithm), else ''. The low-level program is lowered when first asked for, in ``space`` (by
     default the task's on the default device)."""
@@ -197,6 +198,8 @@ class Best:
     stages: tuple["Best", ...] = ()
     name: str = ""
     space: object = field(default=None, compare=False, repr=False)
+    #: a staged task's trial of its stages joined, timed whole (:data:`~.program.JOINED`), where there is one
+    whole: Trial | None = None
 
     @property
     def trial(self) -> Trial:
@@ -249,10 +252,17 @@ def best_of(task: "ProgramTask", trials: Sequence[Trial], space=None) -> Best | 
     return Best(task, dict(ok[0].config), ok[0].time_ms, tuple(trials), space=space)
 
 
-def joined(task: "ProgramTask", stages: Sequence[Best]) -> Best:
-    """A staged task's best from its stages' (in the order they run)."""
-    return Best(task, {stage.task.stage: stage.config for stage in stages}, per_call_ms(stages),
-                tuple(trial for stage in stages for trial in stage.trials), tuple(stages))
+def joined(task: "ProgramTask", stages: Sequence[Best], whole: Trial | None = None) -> Best:
+    """A staged task's best from its stages' (in the order they run); its time the ``whole`` program's where it
+    was timed so (a :data:`~.program.JOINED` trial of these stages' configurations), else :func:`per_call_ms`."""
+    time_ms = whole.time_ms if whole is not None else per_call_ms(stages)
+    return Best(task, {stage.task.stage: stage.config for stage in stages}, time_ms,
+                tuple(trial for stage in stages for trial in stage.trials), tuple(stages), whole=whole)
+
+
+def flat_config(config: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """A staged task's configuration (each stage's choices by the stage's name) as one row's: ``stage/choice``."""
+    return {f"{stage}/{choice}": value for stage, choices in config.items() for choice, value in choices.items()}
 
 
 def _guarded(doing: str):
@@ -581,8 +591,19 @@ class TuningDB:
         stages = task.stages()
         if len(stages) > 1:
             found = [self.best(stage, device) for stage in stages]
-            return None if None in found else joined(task, found)
+            if None in found:
+                return None
+            return joined(task, found, self.whole(task, joined(task, found).config, device))
         return best_of(task, self.trials(task, device, algorithm=ROUTE))
+
+    def whole(self, task: "ProgramTask", config: Mapping[str, Mapping[str, int]], device: str | None = None
+              ) -> Trial | None:
+        """The correct :data:`~.program.JOINED` trial of a staged task's stages at ``config`` (each stage's
+        choices by its name), timed whole on the device; None if there is none."""
+        key = config_key(flat_config(config))
+        found = [t for t in self.trials(task, device, "ok", JOINED)
+                 if t.time_ms is not None and config_key(t.config) == key]
+        return min(found, key=lambda t: t.time_ms) if found else None
 
     @_guarded("read it")
     def baselines(self, subject: Subject, device: str) -> dict[str, tuple[float, int | None]]:

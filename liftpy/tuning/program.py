@@ -27,6 +27,9 @@ from .tolerance import magnitude_program, rounding_depth, tolerance
 #: the ``algorithm`` of a program's trials in the database: lowered by the automatic route, every choice in the
 #: configuration (older databases also hold the retired hand-written pipelines' names there)
 ROUTE = "route"
+#: the ``algorithm`` of a staged task's trial of its stages' bests joined, timed whole: the stages, each timed
+#: alone with its data in the caches, can take longer run one after another (:meth:`TuningDB.best` reads it)
+JOINED = "joined"
 
 
 @dataclass(frozen=True)
@@ -359,5 +362,5 @@ def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
     return {name: hashlib.sha256(source.encode()).hexdigest() for name, source in sources.items()}
 
 
-__all__ = ["ROUTE", "ProgramTask", "Reference", "check_reference", "close_to", "naive_lowering", "naive_program",
+__all__ = ["ROUTE", "JOINED", "ProgramTask", "Reference", "check_reference", "close_to", "naive_lowering", "naive_program",
            "reduced_sizes", "reference_executable", "source_hashes"]

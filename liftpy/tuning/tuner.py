@@ -31,9 +31,9 @@ from typing import Callable, Mapping, Sequence
 from ..errors import InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
 from .cost_model import AnalyticModel, DeviceModel, block_figures
-from .db import Best, TuningDB, best_of, config_key, joined, lighter_rivals
+from .db import Best, TuningDB, best_of, config_key, flat_config, joined, lighter_rivals
 from .measure import Timing, batch_seed
-from .program import ROUTE, ProgramTask
+from .program import JOINED, ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
 from .scheduler import Slot, TaskScheduler
 from .strategy import LocalSearch, ModelGuided, SearchStrategy
@@ -444,21 +444,31 @@ class Tuner:
                 self.database.remeasured(task, ROUTE, trial.config, self.device["name"], [result])
 
     # -------------------------------------------------------------------------------- a staged program
-    def check_joined(self, best: Best) -> None:
-        """A staged program's joined best run once through the runner against the naive lowering of the whole
-        program, on inputs of its own: each stage was checked alone, and joining them is a rewrite too. A
-        difference is a bug in liftpy."""
+    def measure_joined(self, best: Best) -> Best:
+        """A staged program's joined best run through the runner, checked against the naive lowering of the whole
+        program on inputs of its own (each stage was checked alone, and joining them is a rewrite too: a
+        difference is a bug in liftpy), and timed whole for CONFIRM_SPAN_MS, as a task's pick is (without ``confirm``, for its rounds); recorded as a
+        :data:`~.program.JOINED` trial, and its time the best's. Each stage was timed alone, its calls back to
+        back with its data in the caches; run one after another, they share the caches, and the whole can take
+        longer than their sum. A joined best the database holds already is not run again."""
         from ..codegen.program import generate
 
         task = best.task.portable()
+        known = self.database.whole(best.task, best.config, self.device["name"])
+        if known is not None:
+            return dataclasses.replace(best, time_ms=known.time_ms, whole=known)
         start = time.perf_counter()
         generated = generate(best.program, task.size_map, task.function, self.device_facts)
         built = Built(Build(task, self.device_facts, {}), generated, None, time.perf_counter() - start)
-        batch = Batch(task, (built,), self._seed(task, [{}], 1), Timing(rounds=1, min_round_ms=0, warmup_ms=0))
+        timing = dataclasses.replace(self.timing, min_span_ms=CONFIRM_SPAN_MS if self.confirm else 0.0)
+        batch = Batch(task, (built,), self._seed(task, [flat_config(best.config)], 1), timing)
         result = self.runner.run(batch)[0].result()
         if result["status"] != "ok":
             raise InternalError(f"the stages of {task.describe()}, each correct alone, are {result['status']} "
                                 f"joined ({result.get('cause', '')}): {best.config}")
+        self.database.record(best.task, JOINED, flat_config(best.config), result.get("device", self.device), result)
+        whole = self.database.whole(best.task, best.config, self.device["name"])
+        return dataclasses.replace(best, time_ms=whole.time_ms, whole=whole)
 
 
 def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
@@ -513,7 +523,7 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
                     continue
                 best = stages[0] if len(stages) == 1 and stages[0].task == task else joined(task, stages)
                 if best.stages:
-                    tuner.check_joined(best)
+                    best = tuner.measure_joined(best)
                 tuned.append(dataclasses.replace(best, name=name))
             results.append(min(tuned, key=lambda t: t.time_ms) if tuned else None)
         return results
