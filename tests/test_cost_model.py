@@ -11,9 +11,9 @@ from liftpy import nn
 from liftpy.device import Device
 from liftpy.nn.winograd import winograd_task
 from liftpy.tuning import ProgramTask
-from liftpy.tuning.cost_model import (LAUNCH_MS, AnalyticModel, LearnedModel, io_lower_bound, kendall_tau, top_recall,
-                                      traffic_lower_bound, window_reuse)
-from liftpy.tuning.features import NAMES, program_features
+from liftpy.tuning.cost_model import (LAUNCH_MS, AnalyticModel, DeviceModel, LearnedModel, io_lower_bound,
+                                      kendall_tau, top_recall, traffic_lower_bound, window_reuse)
+from liftpy.tuning.features import FEATURES_VERSION, NAMES, program_features
 
 from .test_features import CPU, generated_candidates
 
@@ -69,7 +69,7 @@ def features(**values):
     base = dict.fromkeys(NAMES, 1.0)
     base.update(compute_units=4, preferred_vector=8, work_groups=64, reduction_updates=1e6,
                 global_read_bytes=1e5, global_written_bytes=1e4, vector_width=8, private_share=0.5, kernels=1)
-    base.update(values)
+    base.update(values, version=FEATURES_VERSION)
     return base
 
 
@@ -193,3 +193,18 @@ def test_the_report_predicts_a_task_from_the_devices_other_tasks_and_sets_its_tr
         assert any("learned from 40 trials of the device's 1 other tasks" in line for line in learned.notes)
         again = ModelView.of(Database(mine * 20 + others), task, mine)  # its own trials are not learned from
         assert [again.predicted_ms[id(t)] for t in mine] == [learned.predicted_ms[id(t)] for t in mine]
+
+
+def test_a_device_model_learns_only_from_trials_featurised_as_this_liftpy_reads_them():
+    """A trial whose features were read by an older featuriser (another version, or none recorded) would teach
+    the model what its counts meant then: it is left out."""
+    from liftpy.tuning.db import Trial
+
+    def trial(time_ms, stored):
+        return Trial("task", "", "route", {}, "a CPU", "ok", "", time_ms, 0, 0.0, {}, 1.0, features=stored)
+
+    stale = {**features(), "version": FEATURES_VERSION - 1}
+    unversioned = {k: v for k, v in features().items() if k != "version"}
+    model = DeviceModel.of_trials([trial(1.0, features()), trial(2.0, stale), trial(3.0, unversioned),
+                                   trial(4.0, {})])
+    assert [time_ms for _, time_ms, _ in model.rows] == [1.0]

@@ -136,3 +136,33 @@ def test_the_cache_lines_a_step_brings_are_counted_from_its_addresses(n, m, k, f
     assert built.features["cache_lines"] == n * m * (math.ceil(4 * k / 64) + k)
     assert built.features["far_loads"] == far
     assert built.features["lines_per_update"] == pytest.approx((math.ceil(4 * k / 64) + k) / k)
+
+
+def test_a_cpus_compiler_vectorises_an_innermost_loop_of_accumulators_in_memory():
+    """Max pooling (3x3, stride 2) of 4 channels of 33 x 33: 16 x 16 outputs a channel, 9 taps each. A row of 16
+    outputs as a loop over an array of accumulators (not unrolled): on a CPU preferring 8 lanes, the compiler
+    runs it as 2 vector steps a tap, an update instruction each, loading the accumulators (1 vector) and the
+    input that moves by 2 elements a step (2 vectors); unrolled into 16 registers it updates one a time, as it
+    does on a GPU, whose compiler vectorises no loop. The array's outputs are then read once each to be
+    stored."""
+    task = ProgramTask.make(Path(nn.__file__).parent / "programs" / "max_pool.lift",
+                            {"N": 1, "C": 4, "H": 33, "W": 33, "poolSize": (3, 3), "padSize": (0, 0, 0, 0),
+                             "stride": (2, 2)})
+    gpu = Device(**{**CPU.__dict__, "name": "a GPU", "kind": "gpu"})
+    updates = 4 * 16 * 16 * 9
+    for unroll in (0, 1):
+        config = task.complete({"parallel": 2, "sequential_outer": 1, "unroll": unroll, "local_size": 0,
+                                "block.window": 16})
+        assert task.space(CPU).valid(config), config
+        for device in (CPU, gpu):
+            built = build_candidate(Build(task.portable(), device, config))
+            assert built.failure is None, built.failure
+            features = built.features
+            assert features["reduction_updates"] == updates
+            copied_out = 4 * 16 * 16 if unroll == 0 else 0  # each output read from the array once, to be stored
+            if unroll == 0 and device is CPU:
+                assert features["update_instructions"] == updates / 8
+                assert features["load_instructions"] == updates / 8 + updates * 2 / 8 + copied_out
+            else:
+                assert features["update_instructions"] == updates
+                assert features["load_instructions"] == (2 if unroll == 0 else 1) * updates + copied_out

@@ -107,7 +107,7 @@ def _generated(build: Build, space=None) -> Built:
     """``build``'s configuration lowered and its kernels generated (and its features read), not compiled."""
     from ..codegen.program import generate
     from ..errors import ConstraintError, LiftError, RewriteError
-    from .features import choice_features, program_features
+    from .features import FEATURES_VERSION, choice_features, program_features
 
     start = time.perf_counter()
     task = build.task
@@ -130,7 +130,7 @@ def _generated(build: Build, space=None) -> Built:
             module, name = build.fault.split(":")
             generated = getattr(importlib.import_module(module), name)(build.config, generated)
         features = {**program_features(generated, build.device),
-                    **choice_features(space, build.config, build.device)}
+                    **choice_features(space, build.config, build.device), "version": FEATURES_VERSION}
     except Exception:  # a bug in liftpy, not a fault of the configuration: the tuner stops with the traceback
         return failed("bug", traceback.format_exc())
     return Built(build, generated, None, time.perf_counter() - start, features)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Protocol, Sequence
 
-from .features import CHOICE_NAMES, NAMES
+from .features import CHOICE_NAMES, NAMES, current
 
 #: multiply-adds a compute unit makes per millisecond and vector lane, and global bytes it moves per
 #: millisecond: nominal rates (a GHz core, a few GB/s of memory per core), only their ratio orders candidates
@@ -267,8 +267,9 @@ class DeviceModel:
 
     @classmethod
     def of_trials(cls, trials) -> "DeviceModel":
-        """The model to be trained on those of a device's correct ``trials`` that carry their features."""
-        return cls([(t.features, t.time_ms, t.task_key) for t in trials if t.features and t.time_ms])
+        """The model to be trained on those of a device's correct ``trials`` that carry their features, read as
+        this liftpy reads them (:func:`~.features.current`)."""
+        return cls([(t.features, t.time_ms, t.task_key) for t in trials if current(t.features) and t.time_ms])
 
     def learn(self, features: Mapping[str, float], time_ms: float, task=None) -> None:
         self.rows.append((features, time_ms, task))

@@ -35,6 +35,10 @@ from ..codegen.kir import If, Kernel, ParFor, Produce, SeqFor, Store, Unrolled, 
 from ..codegen.traffic import branch_share, kernel_traffic
 from ..device import Device
 
+#: what the features mean, stored with them: raised when a count changes meaning (2: a CPU compiler's vectorised
+#: loops counted in vector instructions), so that a model learns only from trials featurised alike (:func:`current`)
+FEATURES_VERSION = 2
+
 #: the features, in a model's column order
 NAMES = (
     "global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores", "local_stores",
@@ -53,6 +57,11 @@ CHOICE_NAMES = (
     "blocked_levels", "block_outer", "block_inner", "block_outputs", "accumulators", "accumulator_share",
     "step_loads", "loads_per_update", "step_operands",
 )
+
+
+def current(features: Mapping[str, float] | None) -> bool:
+    """Whether a trial's stored features were read as this liftpy reads them (:data:`FEATURES_VERSION`)."""
+    return bool(features) and features.get("version") == FEATURES_VERSION
 
 
 def choice_features(space, config: Mapping[str, int], device: Device) -> dict[str, float]:
@@ -101,7 +110,7 @@ def program_features(generated, device: Device) -> dict[str, float]:
         traffic = kernel_traffic(ir)
         totals["global_read_bytes"] += traffic.read
         totals["global_written_bytes"] += traffic.written
-        for name, value in _weighted_counts(ir, device.preferred_vector_width_float).items():
+        for name, value in _weighted_counts(ir, device.preferred_vector_width_float, device.is_cpu).items():
             totals[name] += value
         launch = plan.launch
         items = math.prod(launch.global_size)
@@ -151,18 +160,21 @@ LINE_BYTES = 64
 PAGE_BYTES = 4096
 
 
-def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
+def _weighted_counts(kernel: Kernel, preferred: int, is_cpu: bool = False) -> Mapping[str, float]:
     """Elements stored, by kind, and load and update instructions (in vector registers of ``preferred`` lanes),
     each weighted by how often its statement runs (both sides of a padding branch counted at the share of its
-    loop it covers: the traffic count's rule)."""
+    loop it covers: the traffic count's rule). On a CPU an innermost loop the C compiler vectorises
+    (:func:`_compiler_lanes`) takes an instruction per ``preferred`` of its steps, a load whose address moves by
+    ``k`` elements a step ``k`` of them (its lanes gathered from ``k`` registers), one that does not move one."""
     counts = dict.fromkeys(_COUNTED, 0.0)
     extents: dict = {}
     in_registers = set(kernel.registers)
 
-    def go(body: tuple, times: float, loaded: set, loops: tuple = ()):
+    def go(body: tuple, times: float, loaded: set, loops: tuple = (), vectorised: tuple | None = None):
         """``loaded``: what a loop's step has loaded so far -- the same element again is no load (the C
         compiler's common subexpressions), within an unrolled block too; ``loops``: the enclosing loops'
-        (variable, trip count), innermost last, whose steps move the loads' addresses."""
+        (variable, trip count), innermost last, whose steps move the loads' addresses; ``vectorised``: the
+        loop the compiler vectorises (variable, lanes) where the statements are its steps."""
         for s in body:
             if isinstance(s, (Store, VStore)):
                 lanes = (s.width if isinstance(s, VStore) else 1) * _lanes(s.mem)
@@ -172,21 +184,25 @@ def _weighted_counts(kernel: Kernel, preferred: int) -> Mapping[str, float]:
                 parts = list(fragments(s.value))
                 if space != "global" and any(isinstance(f, (MemRef, VLoad)) and f.mem is s.mem for f in parts):
                     counts["reduction_updates"] += times * lanes
-                    counts["update_instructions"] += times * _registers(lanes, preferred)
+                    counts["update_instructions"] += times * (_registers(lanes, preferred) if vectorised is None
+                                                              else 1 / vectorised[1])
                 for f in parts:
                     loads = isinstance(f, VLoad) or (isinstance(f, MemRef) and not f.mem.is_variable
                                                      and f.mem not in in_registers)
                     if loads and (key := (id(f.mem), str(f.offset), isinstance(f, VLoad))) not in loaded:
                         loaded.add(key)
                         read = f.width * _lanes(f.mem) if isinstance(f, VLoad) else _lanes(f.mem)
-                        counts["load_instructions"] += times * _registers(read, preferred)
+                        counts["load_instructions"] += times * (_registers(read, preferred) if vectorised is None
+                                                                else _strided_loads(f, *vectorised))
                         if f.mem.space == "global":
                             lines, far = _new_lines(f, loops)
                             counts["cache_lines"] += times * lines
                             counts["far_loads"] += times * far
             elif isinstance(s, (ParFor, SeqFor)):
                 extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
-                go(s.body, times * s.extent, set(), (*loops, (s.var, s.extent)))
+                lanes = _compiler_lanes(s, preferred, in_registers) if is_cpu else 0
+                go(s.body, times * s.extent, set(), (*loops, (s.var, s.extent)),
+                   (s.var, lanes) if lanes > 1 else None)
             elif isinstance(s, Unrolled):
                 counts["unrolled_blocks"] += 1
                 go(s.body, times, loaded, loops)
@@ -225,6 +241,38 @@ def _new_lines(load, loops: tuple) -> tuple[float, float]:
     return lines / runs, float(step >= PAGE_BYTES) / max(1, inner_trips)
 
 
+def _compiler_lanes(loop, preferred: int, in_registers) -> int:
+    """The lanes a CPU's C compiler vectorises a sequential loop into (its steps in vector registers of
+    ``preferred`` lanes), or 0: an innermost loop of scalar stores, each into memory (not registers) at an address
+    that moves by one element a step -- an array of accumulators updated in place (``acc[i] = max(acc[i],
+    x[2 i + j])``), which the compiler keeps in vectors; an unrolled block's are registers already."""
+    if not isinstance(loop, SeqFor) or loop.extent < 2 or not loop.body:
+        return 0
+    for s in loop.body:
+        if not isinstance(s, Store) or s.guards or s.lane is not None or s.mem in in_registers or s.mem.is_variable:
+            return 0
+        if _lanes(s.mem) != 1 or not affine_in(s.offset, loop.var):
+            return 0
+        if abs((s.offset.subs({loop.var: 1}) - s.offset.subs({loop.var: 0})).as_int()) != 1:
+            return 0
+        if any(isinstance(f, VLoad) or (isinstance(f, MemRef) and _lanes(f.mem) != 1) for f in fragments(s.value)):
+            return 0
+    return min(preferred, loop.extent)
+
+
+def _strided_loads(load, var, lanes: int) -> float:
+    """Load instructions a step of a loop the compiler vectorises into ``lanes`` lanes takes for ``load``: one
+    per vector where its address does not move (a broadcast) or moves by one element, ``k`` where it moves by
+    ``k`` (at most a gather's ``lanes``)."""
+    offset = load.offset
+    if var not in offset.free_vars():
+        return 1 / lanes
+    if not affine_in(offset, var):
+        return 1.0
+    moved = abs((offset.subs({var: 1}) - offset.subs({var: 0})).as_int())
+    return min(max(1, moved), lanes) / lanes
+
+
 def _registers(lanes: int, preferred: int) -> int:
     """The device's vector registers (of ``preferred`` lanes) a value of ``lanes`` floats takes: an instruction
     each to load or update it."""
@@ -251,4 +299,4 @@ def _widest_vector(kernel: Kernel) -> int:
     return widest
 
 
-__all__ = ["NAMES", "CHOICE_NAMES", "choice_features", "program_features"]
+__all__ = ["FEATURES_VERSION", "NAMES", "CHOICE_NAMES", "current", "choice_features", "program_features"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import LiftError
 from .cost_model import DeviceModel, LearnedModel, kendall_tau, top_recall, traffic_lower_bound, window_reuse
 from .db import TIED, Trial, TuningDB, ranked
+from .features import current
 from .measure import median, spread
 from .program import ROUTE, ProgramTask
 
@@ -98,12 +99,12 @@ class ModelView:
         liftpy knows the device (a profile, or the live one)."""
         view = cls()
         device = ok[0].device
-        mine = [t for t in ok if t.device == device and t.features]
+        mine = [t for t in ok if t.device == device and current(t.features)]
         if not mine:
-            view.notes.append("pred ms, /bound: '-' -- the trials carry no features (a database from before they "
-                              "were recorded)")
+            view.notes.append("pred ms, /bound: '-' -- the trials carry no features as this liftpy reads them (a "
+                              "database from before they were recorded, or read otherwise)")
             return view
-        others = [t for t in db.trials(device=device, status="ok") if t.task_key != task.key and t.features]
+        others = [t for t in db.trials(device=device, status="ok") if t.task_key != task.key and current(t.features)]
         model = DeviceModel.of_trials(others)
         figures = model.predict([t.features for t in mine])
         scale = median([t.time_ms / f for t, f in zip(mine, figures) if f > 0] or [1.0])

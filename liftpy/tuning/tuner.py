@@ -447,10 +447,11 @@ class Tuner:
     def measure_joined(self, best: Best) -> Best:
         """A staged program's joined best run through the runner, checked against the naive lowering of the whole
         program on inputs of its own (each stage was checked alone, and joining them is a rewrite too: a
-        difference is a bug in liftpy), and timed whole for CONFIRM_SPAN_MS, as a task's pick is (without ``confirm``, for its rounds); recorded as a
-        :data:`~.program.JOINED` trial, and its time the best's. Each stage was timed alone, its calls back to
-        back with its data in the caches; run one after another, they share the caches, and the whole can take
-        longer than their sum. A joined best the database holds already is not run again."""
+        difference is a bug in liftpy), and timed whole -- for CONFIRM_SPAN_MS as a task's pick is, or for its
+        rounds without ``confirm`` -- and recorded as a :data:`~.program.JOINED` trial, its time the best's. Each
+        stage was timed alone, its calls back to back with its data in the caches; run one after another, they
+        share the caches, and the whole can take longer than their sum. A joined best the database holds already
+        is not run again."""
         from ..codegen.program import generate
 
         task = best.task.portable()
