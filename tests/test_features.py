@@ -159,6 +159,9 @@ def test_a_cpus_compiler_vectorises_an_innermost_loop_of_accumulators_in_memory(
             assert built.failure is None, built.failure
             features = built.features
             assert features["reduction_updates"] == updates
+            compiled = unroll == 0 and device is CPU  # the block an array whose 16 the compiler takes 8 at a time
+            assert features["accumulators"] == (2 if compiled else 16)
+            assert features["accumulator_share"] == (0 if compiled else 16 / 16)  # no register holds the array
             copied_out = 4 * 16 * 16 if unroll == 0 else 0  # each output read from the array once, to be stored
             if unroll == 0 and device is CPU:
                 assert features["update_instructions"] == updates / 8

@@ -35,9 +35,10 @@ from ..codegen.kir import If, Kernel, ParFor, Produce, SeqFor, Store, Unrolled, 
 from ..codegen.traffic import branch_share, kernel_traffic
 from ..device import Device
 
-#: what the features mean, stored with them: raised when a count changes meaning (2: a CPU compiler's vectorised
-#: loops counted in vector instructions), so that a model learns only from trials featurised alike (:func:`current`)
-FEATURES_VERSION = 2
+#: what the features mean, stored with them: raised when a count changes meaning (3: a CPU compiler's vectorised
+#: loops, and a block not unrolled, counted in vector instructions), so that a model learns only from trials
+#: featurised alike (:func:`current`)
+FEATURES_VERSION = 3
 
 #: the features, in a model's column order
 NAMES = (
@@ -73,7 +74,8 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     and broadcasts), of which the ``a / v`` vectors and a broadcast are its operands, held in registers beside the
     accumulators while the step multiplies each broadcast by the vectors (a 1D block's: the value it broadcasts
     and a vector). Fewer loads per update, and accumulators and operands within the registers, make a faster
-    step."""
+    step. On a CPU a block not unrolled is an array in memory, its inner level vectorised by the compiler: its
+    accumulators are that level's vectors, in no register (none spills), each loaded a step beside the input's."""
     from ..rewrite.route import vector_registers
     from ..rewrite.route.choices import ABSENT
 
@@ -84,17 +86,25 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     outputs = math.prod(blocked) if blocked else max(1, config.get("partial", 0))
     lanes = config.get("vector", 0) or 1
     pieces = _registers(lanes, device.preferred_vector_width_float)
-    if len(blocked) >= 2:
+    share = 1 / vector_registers(device)
+    if blocked and lanes == 1 and not config.get("unroll") and device.is_cpu:
+        # a block not unrolled is an array in memory whose inner level the compiler vectorises
+        # (:func:`_compiler_lanes`): a step loads and updates each vector of it, beside a broadcast
+        compiled = min(device.preferred_vector_width_float, inner)
+        accumulators = outputs / compiled
+        loads, operands, share = 2 * accumulators + outer, 2, 0.0  # no register holds it: none spills
+    elif len(blocked) >= 2:
         vectorised, other = (outer, inner) if config.get("vector_outer", 0) else (inner, outer)
         loads = vectorised / lanes * pieces + other
         operands = vectorised / lanes * pieces + 1
+        accumulators = outputs / lanes * pieces
     else:
         loads = outputs / lanes * pieces + 1
         operands = 2
-    accumulators = outputs / lanes * pieces
+        accumulators = outputs / lanes * pieces
     out = {name: float(config.get(name, 0) or 0) for name in CHOICE_NAMES[:13]}
     out.update(blocked_levels=len(blocked), block_outer=outer, block_inner=inner, block_outputs=outputs,
-               accumulators=accumulators, accumulator_share=accumulators / vector_registers(device),
+               accumulators=accumulators, accumulator_share=accumulators * share,
                step_loads=loads, loads_per_update=loads / max(1.0, accumulators), step_operands=operands)
     return {name: float(out[name]) for name in CHOICE_NAMES}
 
