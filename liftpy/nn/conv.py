@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ConstraintError, InputError, LiftError
 from ..runtime import KernelTimes, TimedByKernels
 from ..tuning import Best, ProgramTask, TuningDB, default_db_path, tune_groups
+from ..tuning.db import chosen
 from . import winograd
 from .layers import ConvLayer, layer as named_layer
 from .reference import conv2d_compare, im2col_bytes
@@ -276,11 +277,12 @@ def _bounded(cache: OrderedDict) -> OrderedDict:
 
 
 def best_in_database(database: TuningDB, layer: ConvLayer, device: str | None) -> Best | None:
-    """The fastest best the database holds among the layer's programs (:func:`layer_tasks`), its algorithm in
-    ``name``; None if it has none. Read from the trials: nothing is lowered."""
+    """The best the database holds among the layer's programs (:func:`layer_tasks`) that the layer runs
+    (:func:`~liftpy.tuning.db.chosen`), its algorithm in ``name``; None if it has none. Read from the trials:
+    nothing is lowered."""
     found = [dataclasses.replace(best, name=algorithm) for algorithm, task in layer_tasks(layer)
              if (best := database.best(task, device)) is not None]
-    return min(found, key=lambda best: best.time_ms, default=None)
+    return chosen(found)
 
 
 def best_known(layer: ConvLayer, device, db=None) -> Best | None:

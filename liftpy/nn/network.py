@@ -489,11 +489,13 @@ def _inputs(network: Network, feeds: Mapping[str, object]) -> dict[str, np.ndarr
 
 
 def _bests(network: Network, device_name: str, db) -> dict:
-    """Each distinct step's fastest program's best in the tuning database at ``db`` (default: the user's), where
-    it holds one, by the step's task, its algorithm in ``name``; the database is only read."""
+    """Each distinct step's chosen program's best (:func:`~liftpy.tuning.db.chosen`) in the tuning database at
+    ``db`` (default: the user's), where it holds one, by the step's task, its algorithm in ``name``; the database
+    is only read."""
     from pathlib import Path
 
     from ..tuning import TuningDB, default_db_path
+    from ..tuning.db import chosen
 
     path = db or default_db_path()
     if not path or not Path(path).exists():
@@ -505,7 +507,7 @@ def _bests(network: Network, device_name: str, db) -> dict:
             bests = [replace(best, name=algorithm) for algorithm, task in programs
                      if (best := database.best(task, device_name)) is not None]
             if bests:
-                found[programs[0][1]] = min(bests, key=lambda best: best.time_ms)
+                found[programs[0][1]] = chosen(bests)
     finally:
         database.close()
     return found

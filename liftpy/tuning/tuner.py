@@ -31,7 +31,7 @@ from typing import Callable, Mapping, Sequence
 from ..errors import InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
 from .cost_model import AnalyticModel, DeviceModel, block_figures
-from .db import Best, TuningDB, best_of, config_key, flat_config, joined, lighter_rivals
+from .db import Best, TuningDB, best_of, chosen, config_key, flat_config, joined, lighter_rivals
 from .measure import Timing, batch_seed
 from .program import JOINED, ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
@@ -492,7 +492,8 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
                 **options) -> list[Best | None]:
     """Tune groups with one budget of ``trials``: each group a list of (name, task) alternatives computing the
     same thing (a layer's direct and Winograd programs), run ``weights[i]`` times per call of the whole. Each
-    group's fastest alternative's best, its name in ``name``. An alternative after the first with no correct
+    group's chosen alternative's best (:func:`~.db.chosen`: the fastest, or one tied with it moving fewer bytes),
+    its name in ``name``. An alternative after the first with no correct
     trial is left out, said on stderr; a group whose first has none raises
     :class:`~liftpy.errors.NoCorrectTrial` -- or, without ``every_group`` (a network, whose other steps' bests
     are worth keeping), is None, said on stderr."""
@@ -526,7 +527,7 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
                 if best.stages:
                     best = tuner.measure_joined(best)
                 tuned.append(dataclasses.replace(best, name=name))
-            results.append(min(tuned, key=lambda t: t.time_ms) if tuned else None)
+            results.append(chosen(tuned))
         return results
 
 
