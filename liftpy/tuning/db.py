@@ -203,10 +203,9 @@ class Best:
 
     ``config``: the route's choices (a staged task's: each stage's, by the stage's name); ``time_ms``: the
     trial's median kernel time (a staged task's: the joined program's, timed whole, else :func:`per_call_ms`);
-    ``trials``: every trial of the task (of
-    its stages) on the device; ``name``: what a caller choosing among several tasks called this one (liftpy.nn:
-    the layer's algorithm), else ''. The low-level program is lowered when first asked for, in ``space`` (by
-    default the task's on the default device)."""
+    ``trials``: every trial of the task (of its stages) on the device; ``name``: what a caller choosing among
+    several tasks called this one (liftpy.nn: the layer's algorithm), else ''. The low-level program is lowered
+    when first asked for, in ``space`` (by default the task's on the default device)."""
 
     task: "ProgramTask"
     config: dict

@@ -362,5 +362,5 @@ def source_hashes(sources: Mapping[str, str]) -> dict[str, str]:
     return {name: hashlib.sha256(source.encode()).hexdigest() for name, source in sources.items()}
 
 
-__all__ = ["ROUTE", "JOINED", "ProgramTask", "Reference", "check_reference", "close_to", "naive_lowering", "naive_program",
-           "reduced_sizes", "reference_executable", "source_hashes"]
+__all__ = ["ROUTE", "JOINED", "ProgramTask", "Reference", "check_reference", "close_to", "naive_lowering",
+           "naive_program", "reduced_sizes", "reference_executable", "source_hashes"]

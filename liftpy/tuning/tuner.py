@@ -493,10 +493,9 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
     """Tune groups with one budget of ``trials``: each group a list of (name, task) alternatives computing the
     same thing (a layer's direct and Winograd programs), run ``weights[i]`` times per call of the whole. Each
     group's chosen alternative's best (:func:`~.db.chosen`: the fastest, or one tied with it moving fewer bytes),
-    its name in ``name``. An alternative after the first with no correct
-    trial is left out, said on stderr; a group whose first has none raises
-    :class:`~liftpy.errors.NoCorrectTrial` -- or, without ``every_group`` (a network, whose other steps' bests
-    are worth keeping), is None, said on stderr."""
+    its name in ``name``. An alternative after the first with no correct trial is left out, said on stderr; a
+    group whose first has none raises :class:`~liftpy.errors.NoCorrectTrial` -- or, without ``every_group`` (a
+    network, whose other steps' bests are worth keeping), is None, said on stderr."""
     weights = list(weights or [1.0] * len(groups))
     slots, owners = [], []
     for g, (alternatives, weight) in enumerate(zip(groups, weights)):
