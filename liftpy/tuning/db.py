@@ -181,19 +181,18 @@ def lighter_rivals(fastest: Trial, trials: Iterable[Trial]) -> list[Trial]:
 
 def chosen(alternatives: Sequence["Best"]) -> "Best | None":
     """Of the bests of programs computing the same thing (a layer's direct and Winograd programs), the one to
-    run: the fastest, unless another within :data:`TIED` of its time moves fewer global bytes by more than
-    :data:`TIED` (the fewest then), as :func:`ranked` orders one task's trials. Each best was timed alone, its data
-    in the caches; in a network, among other steps, the program moving fewer bytes keeps more of its time (a
-    Winograd program tied with the direct one, SqueezeNet's 16 -> 64 channels at 55x55: 0.300 ms whole against
-    0.305, 26 MB moved, took 0.45 ms in the network against 0.32). None if there is none."""
+    run: the fastest, unless another within :data:`TIED` of its time allocates less device memory beside its
+    inputs by more than :data:`TIED` (the least then). Each best was timed alone, its data in the caches; in a
+    network the steps around it evict what a program keeps (its intermediates, its transformed weights), which
+    it then reads from memory (Winograd's program for SqueezeNet's 16 -> 64 channels at 55x55, 0.300 ms alone
+    against the direct one's 0.305, keeping 4.9 MB against 1.0, took 0.45 ms in the network against 0.32).
+    None if there is none."""
     if not alternatives:
         return None
     fastest = min(alternatives, key=lambda best: best.time_ms)
     near = [b for b in alternatives if b is not fastest and b.time_ms <= fastest.time_ms * (1 + TIED)]
-    if fastest.moved_bytes is None or any(b.moved_bytes is None for b in near):
-        return fastest
-    lighter = [b for b in near if b.moved_bytes < fastest.moved_bytes * (1 - TIED)]
-    return min(lighter, key=lambda best: (best.moved_bytes, best.time_ms)) if lighter else fastest
+    lighter = [b for b in near if b.memory_bytes < fastest.memory_bytes * (1 - TIED)]
+    return min(lighter, key=lambda best: (best.memory_bytes, best.time_ms)) if lighter else fastest
 
 
 @dataclass(frozen=True)
@@ -229,14 +228,6 @@ class Best:
     def device(self) -> str:
         """The device the best was measured on."""
         return self.stages[0].device if self.stages else self.trial.device
-
-    @property
-    def moved_bytes(self) -> int | None:
-        """The global bytes the best's kernels move a call (a staged task's: the joined program's, where it was
-        timed whole); None where the database holds no such figure."""
-        if self.stages:
-            return self.whole.moved_bytes if self.whole is not None else None
-        return self.trial.moved_bytes
 
     @property
     def memory_bytes(self) -> int:
