@@ -18,7 +18,7 @@ import json
 import sqlite3
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
@@ -216,6 +216,10 @@ class Best:
     #: a staged task's trial of its stages joined, timed whole (:data:`~.program.JOINED`), where there is one
     whole: Trial | None = None
 
+    def timed_whole(self, whole: Trial | None) -> "Best":
+        """This staged best with its time the joined program's ``whole`` trial's (itself where there is none)."""
+        return self if whole is None else replace(self, time_ms=whole.time_ms, whole=whole)
+
     @property
     def trial(self) -> Trial:
         """The trial that measured the best configuration; a staged task has one per stage (``stages``)."""
@@ -267,12 +271,11 @@ def best_of(task: "ProgramTask", trials: Sequence[Trial], space=None) -> Best | 
     return Best(task, dict(ok[0].config), ok[0].time_ms, tuple(trials), space=space)
 
 
-def joined(task: "ProgramTask", stages: Sequence[Best], whole: Trial | None = None) -> Best:
-    """A staged task's best from its stages' (in the order they run); its time the ``whole`` program's where it
-    was timed so (a :data:`~.program.JOINED` trial of these stages' configurations), else :func:`per_call_ms`."""
-    time_ms = whole.time_ms if whole is not None else per_call_ms(stages)
-    return Best(task, {stage.task.stage: stage.config for stage in stages}, time_ms,
-                tuple(trial for stage in stages for trial in stage.trials), tuple(stages), whole=whole)
+def joined(task: "ProgramTask", stages: Sequence[Best]) -> Best:
+    """A staged task's best from its stages' (in the order they run), its time their :func:`per_call_ms` until
+    it is timed whole (:meth:`Best.timed_whole`)."""
+    return Best(task, {stage.task.stage: stage.config for stage in stages}, per_call_ms(stages),
+                tuple(trial for stage in stages for trial in stage.trials), tuple(stages))
 
 
 def flat_config(config: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
@@ -608,7 +611,8 @@ class TuningDB:
             found = [self.best(stage, device) for stage in stages]
             if None in found:
                 return None
-            return joined(task, found, self.whole(task, joined(task, found).config, device))
+            best = joined(task, found)
+            return best.timed_whole(self.whole(task, best.config, device))
         return best_of(task, self.trials(task, device, algorithm=ROUTE))
 
     def whole(self, task: "ProgramTask", config: Mapping[str, Mapping[str, int]], device: str | None = None

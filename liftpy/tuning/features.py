@@ -242,7 +242,7 @@ def _new_lines(load, loops: tuple) -> tuple[float, float]:
         inner_trips *= trips
     else:
         return 0.0, 0.0  # the same element for the whole kernel: once, not counted
-    moved = (offset.subs({var: 1}) - offset.subs({var: 0})).as_int() if affine_in(offset, var) else None
+    moved = _moved(offset, var)
     step = abs(moved) * load.mem.leaf_bytes if moved is not None else PAGE_BYTES
     span = load.mem.leaf_bytes * (load.width if isinstance(load, VLoad) else 1)
     per_step = -(-span // LINE_BYTES)
@@ -261,9 +261,7 @@ def _compiler_lanes(loop, preferred: int, in_registers) -> int:
     for s in loop.body:
         if not isinstance(s, Store) or s.guards or s.lane is not None or s.mem in in_registers or s.mem.is_variable:
             return 0
-        if _lanes(s.mem) != 1 or not affine_in(s.offset, loop.var):
-            return 0
-        if abs((s.offset.subs({loop.var: 1}) - s.offset.subs({loop.var: 0})).as_int()) != 1:
+        if _lanes(s.mem) != 1 or _moved(s.offset, loop.var) not in (1, -1):
             return 0
         if any(isinstance(f, VLoad) or (isinstance(f, MemRef) and _lanes(f.mem) != 1) for f in fragments(s.value)):
             return 0
@@ -277,10 +275,16 @@ def _strided_loads(load, var, lanes: int) -> float:
     offset = load.offset
     if var not in offset.free_vars():
         return 1 / lanes
-    if not affine_in(offset, var):
+    moved = _moved(offset, var)
+    if moved is None:
         return 1.0
-    moved = abs((offset.subs({var: 1}) - offset.subs({var: 0})).as_int())
-    return min(max(1, moved), lanes) / lanes
+    return min(max(1, abs(moved)), lanes) / lanes
+
+
+def _moved(offset, var) -> int | None:
+    """The elements an address ``offset`` moves by a step of loop variable ``var``; None where it is not affine
+    in it."""
+    return (offset.subs({var: 1}) - offset.subs({var: 0})).as_int() if affine_in(offset, var) else None
 
 
 def _registers(lanes: int, preferred: int) -> int:

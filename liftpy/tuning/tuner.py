@@ -457,7 +457,7 @@ class Tuner:
         task = best.task.portable()
         known = self.database.whole(best.task, best.config, self.device["name"])
         if known is not None:
-            return dataclasses.replace(best, time_ms=known.time_ms, whole=known)
+            return best.timed_whole(known)
         start = time.perf_counter()
         generated = generate(best.program, task.size_map, task.function, self.device_facts)
         built = Built(Build(task, self.device_facts, {}), generated, None, time.perf_counter() - start)
@@ -468,8 +468,7 @@ class Tuner:
             raise InternalError(f"the stages of {task.describe()}, each correct alone, are {result['status']} "
                                 f"joined ({result.get('cause', '')}): {best.config}")
         self.database.record(best.task, JOINED, flat_config(best.config), result.get("device", self.device), result)
-        whole = self.database.whole(best.task, best.config, self.device["name"])
-        return dataclasses.replace(best, time_ms=whole.time_ms, whole=whole)
+        return best.timed_whole(self.database.whole(best.task, best.config, self.device["name"]))
 
 
 def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
@@ -492,7 +491,7 @@ def tune_groups(groups: Sequence[Sequence[tuple[str, ProgramTask]]], trials: int
                 **options) -> list[Best | None]:
     """Tune groups with one budget of ``trials``: each group a list of (name, task) alternatives computing the
     same thing (a layer's direct and Winograd programs), run ``weights[i]`` times per call of the whole. Each
-    group's chosen alternative's best (:func:`~.db.chosen`: the fastest, or one tied with it moving fewer bytes),
+    group's chosen alternative's best (:func:`~.db.chosen`: the fastest, or one tied with it keeping less memory),
     its name in ``name``. An alternative after the first with no correct trial is left out, said on stderr; a
     group whose first has none raises :class:`~liftpy.errors.NoCorrectTrial` -- or, without ``every_group`` (a
     network, whose other steps' bests are worth keeping), is None, said on stderr."""
