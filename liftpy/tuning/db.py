@@ -184,9 +184,7 @@ def chosen(alternatives: Sequence["Best"]) -> "Best | None":
     run: the fastest, unless another within :data:`TIED` of its time allocates less device memory beside its
     inputs by more than :data:`TIED` (the least then). Each best was timed alone, its data in the caches; in a
     network the steps around it evict what a program keeps (its intermediates, its transformed weights), which
-    it then reads from memory (Winograd's program for SqueezeNet's 16 -> 64 channels at 55x55, 0.300 ms alone
-    against the direct one's 0.305, keeping 4.9 MB against 1.0, took 0.45 ms in the network against 0.32).
-    None if there is none."""
+    it then reads from memory (benchmarks/results/networks-72ad178-zen4.txt). None if there is none."""
     if not alternatives:
         return None
     fastest = min(alternatives, key=lambda best: best.time_ms)
