@@ -24,11 +24,13 @@ import liftpy  # noqa: E402
 from benchmarks.measure_noise import tasks  # noqa: E402
 from benchmarks.vgg16 import machine_record  # noqa: E402
 from liftpy.interpreter import random_inputs  # noqa: E402
+from liftpy.tuning.guess import best_guess  # noqa: E402
 
 
 def prepared(task):
     space = task.space()
-    executable = liftpy.compile(space.lower(space.default()), task.size_map, None, task.function)
+    executable = liftpy.compile(space.lower(best_guess(task, space.device, space=space)), task.size_map, None,
+                                task.function)
     inputs = random_inputs(task.load(), task.size_map, 1, task.function)
     constants = {n: inputs[n] for n in task.constants}
     return executable.prepare(constants), {k: v for k, v in inputs.items() if k not in constants}

@@ -25,7 +25,8 @@ import numpy as np  # noqa: E402
 import liftpy  # noqa: E402
 from benchmarks.programs import PROGRAMS, cases, relative_error, torch_threads  # noqa: E402
 from benchmarks.vgg16 import machine_record, publish  # noqa: E402
-from liftpy.rewrite.route import RouteSpace  # noqa: E402
+from liftpy.tuning import ProgramTask  # noqa: E402
+from liftpy.tuning.guess import best_guess  # noqa: E402
 
 
 def main():
@@ -38,8 +39,9 @@ def main():
     args = parser.parse_args()
     threads = torch_threads()
     sizes, constants, inputs, torch_call, _ = cases(np.random.default_rng(0))[args.program]
-    space = RouteSpace(liftpy.load(PROGRAMS / f"{args.program}.lift"), sizes)
-    config = space.default()
+    task = ProgramTask.make(PROGRAMS / f"{args.program}.lift", sizes, None, tuple(constants))
+    space = task.space()
+    config = best_guess(task, space.device, space=space)
     prepared = liftpy.compile(space.lower(config), sizes).prepare(constants)
     if torch_call is not None:
         relative_error(prepared.run(inputs, poison=True).output, torch_call(inputs), args.program)

@@ -1,19 +1,18 @@
-"""How good an untuned task's configuration is: the route's default, the device's other tasks' best adapted and
-the cost model's guesses against a long tuning's best.
+"""How good an untuned task's configuration is: the device's other tasks' best adapted and the cost model's
+guesses (what an untuned task runs) against a long tuning's best.
 
-    python benchmarks/default_guess.py [--tasks vgg16.10,conv1x1] [--train-db DB ...] [--reference-db DB ...]
-                                       [--no-guesses] [--out FILE]
+    python benchmarks/default_guess.py [--tasks vgg16.10,conv1x1 | --network MODEL.onnx --steps 0,1,36]
+                                       [--train-db DB ...] [--reference-db DB ...] [--no-guesses] [--out FILE]
 
 A task is a VGG-16 layer or a program of examples/programs/ at benchmarks/programs.py's sizes (as in
-benchmarks/search.py). For each task, the model's guess (liftpy.tuning.guess: the first pick of a model-guided
-search) is found twice: with the analytic model alone (a device with no data) and with the learned model trained
-on the ``--train-db`` trials of every *other* task (leave-one-task-out: the model a device's earlier tunings
-would give it). The transferred configuration is the best of the most similar other task of the ``--train-db``
-trials, adapted to the task (liftpy.tuning.transfer; leave-one-task-out too). All are measured in one batch,
-their rounds in turns for 5 s, with the route's hand-written default (what an untuned task runs) and the best of
-the ``--reference-db`` tunings of the task (refs-*.sqlite: 200 trials each on this machine), and given over that
-best. Issue 49's targets for the guess: within 2x
-(analytic) and 1.25x (learned) on every task.
+benchmarks/search.py), or a step of an ONNX network (batch 1) by its index. For each task, the model's guess
+(liftpy.tuning.guess: the first pick of a model-guided search) is found twice: with the analytic model alone (a
+device with no data) and with the learned model trained on the ``--train-db`` trials of every *other* task
+(leave-one-task-out: the model a device's earlier tunings would give it). The transferred configuration is the best
+of the most similar other task of the ``--train-db`` trials, adapted to the task (liftpy.tuning.transfer;
+leave-one-task-out too). All are measured in one batch, their rounds in turns for 5 s, with the best of the
+``--reference-db`` tunings of the task (refs-*.sqlite: 200 trials each on this machine), and given over that best.
+Issue 49's targets for the guess: within 2x (analytic) and 1.25x (learned) on every task.
 """
 
 import argparse
@@ -65,14 +64,15 @@ def guesses(task, space, train_dbs: list[str], seed: int) -> tuple[dict, dict, f
 
 
 def transferred_best(task, space, train_dbs: list[str]) -> dict:
-    """The best of the most similar task of ``train_dbs`` but this one, adapted to ``space`` (else its default)."""
+    """The best of the most similar task of ``train_dbs`` but this one, adapted to ``space`` (else its plain
+    configuration)."""
     from liftpy.tuning.transfer import bests_by_task, transferred
 
     held_out = unversioned(task.key)
     trials = [t for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
               if t.time_ms and unversioned(t.task_key) != held_out]
     adapted = transferred(task.key, space, bests_by_task(trials), limit=1)
-    return task.complete(adapted[0] if adapted else space.default())
+    return task.complete(adapted[0] if adapted else space.plain())
 
 
 def reference_best(task, reference_dbs: list[str]):
@@ -82,43 +82,54 @@ def reference_best(task, reference_dbs: list[str]):
     return min(known, key=lambda t: t.time_ms)
 
 
+def named_tasks(args):
+    """(name, task) of ``--network``'s ``--steps``, else of ``--tasks``."""
+    from liftpy.nn.conv import route_task
+    from liftpy.nn.layers import VGG16
+
+    if args.network:
+        import liftpy.onnx
+
+        steps = liftpy.onnx.load(args.network, batch=1).steps
+        return [(f"{Path(args.network).stem}.{i}", steps[int(i)].task) for i in args.steps.split(",")]
+    return [(name, route_task(VGG16[name]) if name in VGG16 else program_task(name)) for name in args.tasks.split(",")]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=TASKS)
+    parser.add_argument("--network", help="an ONNX model whose steps (--steps) are the tasks")
+    parser.add_argument("--steps", help="the network's steps, by index: 0,1,36")
     parser.add_argument("--train-db", nargs="+", default=[str(RESULTS / "vgg16-refs-9e2edb6-zen3.sqlite"),
                                                           str(RESULTS / "programs-refs-1467a6c-zen3.sqlite")])
     parser.add_argument("--reference-db", nargs="+")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--guesses", action=argparse.BooleanOptionalAction, default=True,
-                        help="the cost model's guesses (a minute or two a task) beside the default and transferred")
+                        help="the cost model's guesses (a minute or two a task) beside the transferred best")
     parser.add_argument("--out")
     args = parser.parse_args()
-    from liftpy.nn.conv import route_task
-    from liftpy.nn.layers import VGG16
     from liftpy.runtime import device_info, get_device
 
     references = args.reference_db or args.train_db
     lines = machine_record(None) + [
         f"trained on {', '.join(Path(d).name for d in args.train_db)} (leave-one-task-out); references: best of "
         f"{', '.join(Path(d).name for d in references)}, measured again with the guesses (5 s of rounds in turns)",
-        f"{'task':16} {'default/ref':>11} {'transferred':>11} {'analytic/ref':>12} {'learned/ref':>12} {'ref ms':>9} "
+        f"{'task':16} {'transferred':>11} {'analytic/ref':>12} {'learned/ref':>12} {'ref ms':>9} "
         f"{'guess s':>8} {'trained on':>10}"]
     print("\n".join(lines), flush=True)
-    ratios = {"default": [], "transferred": [], "analytic": [], "learned": []}
-    for name in args.tasks.split(","):
-        task = route_task(VGG16[name]) if name in VGG16 else program_task(name)
+    ratios = {"transferred": [], "analytic": [], "learned": []}
+    for name, task in named_tasks(args):
         space = task.space(device_info(get_device(None)))  # made once: tens of seconds for a VGG-16 layer
-        default = task.complete(space.default())
         transferred = transferred_best(task, space, args.train_db)
         analytic, learned, seconds, seen = guesses(task, space, args.train_db, args.seed) if args.guesses \
             else (None, None, 0.0, 0)
         best = reference_best(task, references)
-        configs = {kind: c for kind, c in zip(ratios, (default, transferred, analytic, learned)) if c is not None}
+        configs = {kind: c for kind, c in zip(ratios, (transferred, analytic, learned)) if c is not None}
         *times, ref_ms = measured_together(task, [*configs.values(), best.config], args.seed + 1)
         ratio = {kind: time_ms / ref_ms for kind, time_ms in zip(configs, times)}
         for kind, value in ratio.items():
             ratios[kind].append(value)
-        cells = " ".join(f"{f'{ratio[k]:.2f}x' if k in ratio else '-':>{w}}" for k, w in zip(ratios, (11, 11, 12, 12)))
+        cells = " ".join(f"{f'{ratio[k]:.2f}x' if k in ratio else '-':>{w}}" for k, w in zip(ratios, (11, 12, 12)))
         lines.append(f"{name:16} {cells} {ref_ms:>9.3f} {seconds:>8.0f} {seen:>10}")
         print(lines[-1], flush=True)
     for kind, values in ratios.items():

@@ -40,6 +40,7 @@ from liftpy.nn.layers import VGG16  # noqa: E402
 from liftpy.runtime import device_info, get_device  # noqa: E402
 from liftpy.tuning import Batch, Build, LocalRunner, ProgramTask, Timing  # noqa: E402
 from liftpy.tuning.builder import build_candidate  # noqa: E402
+from liftpy.tuning.guess import best_guess  # noqa: E402
 from liftpy.tuning.runner import _HOST_THREADS  # noqa: E402
 from liftpy.tuning.tuner import CONFIRM_SPAN_MS  # noqa: E402
 
@@ -128,7 +129,7 @@ def main():
         portable = task.portable()
         space = task.space()
         facts = device_info(get_device(None))
-        configs = space.starting_points()[: args.configs]
+        configs = [best_guess(task, facts, space=space)] + space.sample(args.configs - 1, seed=1)
         builts = [build_candidate(Build(portable, facts, c)) for c in configs]
         medians = {p: [[] for _ in configs] for p in PROTOCOLS}
         floors = []

@@ -18,6 +18,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import liftpy.nn as nn  # noqa: E402
+from liftpy.nn.conv import route_task  # noqa: E402
+from liftpy.tuning.guess import best_guess  # noqa: E402
 from benchmarks.baselines import im2col_gemm, naive_opencl  # noqa: E402
 
 
@@ -37,7 +39,8 @@ def main():
         w = (rng.standard_normal((layer.kernels, layer.channels, 3, 3)) / np.sqrt(9 * layer.channels)).astype(np.float32)
         b = rng.standard_normal(layer.kernels).astype(np.float32)
         space = nn.conv_space(layer)
-        configs = [space.default()] + space.sample(args.samples - 1, seed=args.seed)
+        guess = best_guess(route_task(layer), space.device, space=space)
+        configs = [guess] + space.sample(args.samples - 1, seed=args.seed)
         best = None
         for config in configs:
             p = nn.plan(layer, config)

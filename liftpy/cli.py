@@ -744,7 +744,7 @@ def build_parser() -> argparse.ArgumentParser:
     layer_options(p, db=False)
     p.add_argument("--config", action="append", metavar="NAME=VALUE",
                    help="a choice of the automatic route's configuration (repeatable; default: the tuning "
-                        "database's best, else the route's default)")
+                        "database's best, else the cost model's guess)")
     p.add_argument("--device", help="OpenCL device: P:D index or a name substring")
     p.add_argument("--repeat", type=positive_int, default=5, help="timed runs (the median is reported)")
     p.add_argument("--seed", type=nonnegative_int, default=0)

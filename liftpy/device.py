@@ -42,6 +42,13 @@ class Device:
         return "cpu" in self.kind.split("/")
 
     @property
+    def vector_registers(self) -> int:
+        """The vector registers of the device's preferred width a cost model counts a block's accumulators
+        against: 32 where its preferred vectors have 16 lanes (AVX-512), else 16 (AVX2, NEON, a GPU's count
+        per work-item unknown)."""
+        return 32 if self.preferred_vector_width_float >= 16 else 16
+
+    @property
     def index_type(self) -> str:
         """The C type of the kernels' sequential loop indices: ``long`` on a CPU, ``int`` elsewhere. A CPU
         addresses memory with 64-bit registers: an ``int`` index is sign-extended at every access, and the C

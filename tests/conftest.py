@@ -9,6 +9,9 @@ EXAMPLES = ROOT / "examples"
 #: tuning options for tests of the tuner's mechanics, which are the same for every search: the local search, which
 #: ranks nothing before measuring (the model-guided search, the default, is tested on its own), and no progress line
 QUIET = dict(progress=False, strategy="local")
+#: an untuned task runs its cost model's guess: here a small one (the tests check that it runs and computes
+#: right, not how fast), in this process and in every command a test starts
+os.environ.setdefault("LIFTPY_GUESS_POOL", "2")
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=60, deadline=None)

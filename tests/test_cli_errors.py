@@ -11,6 +11,7 @@ from liftpy.cli import main
 from liftpy.tuning import TuningDB
 
 from .conftest import EXAMPLES
+from .route_configs import example_config
 
 STENCIL = str(EXAMPLES / "stencil2d.lift")
 SIZES = ["--size", "width=8", "--size", "height=6"]
@@ -149,7 +150,7 @@ def places(tmp_path_factory):
     from liftpy.nn.conv import conv_space, make_layer, route_task
 
     layer = make_layer((8, 12, 12), (8, 3, 3), (1, 1), 1)
-    db.record(route_task(layer), "route", conv_space(layer).default(),
+    db.record(route_task(layer), "route", example_config(conv_space(layer)),
               {"name": "test device", "driver": "1", "platform": "test"},
               {"status": "ok", "time_ms": 0.01, "memory_bytes": 2**20, "max_error": 1e-6})
     db.close()

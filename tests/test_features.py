@@ -13,6 +13,7 @@ from liftpy.device import Device
 from liftpy.tuning import ProgramTask
 from liftpy.tuning.builder import Build, build_candidate
 from liftpy.tuning.features import NAMES, program_features
+from .route_configs import example_config, example_configs
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "examples" / "programs"
 CPU = Device(name="a CPU", kind="cpu", compute_units=2, max_work_group_size=4096,
@@ -22,7 +23,7 @@ CPU = Device(name="a CPU", kind="cpu", compute_units=2, max_work_group_size=4096
 
 def generated_candidates(task, count, seed=0):
     space = task.space(CPU)
-    configs = [*space.starting_points()[:2], *space.sample(count, seed=seed)]
+    configs = [*example_configs(space)[:2], *space.sample(count, seed=seed)]
     for config in configs[:count]:
         built = build_candidate(Build(task.portable(), CPU, task.complete(config)))
         if built.failure is None:
@@ -114,7 +115,7 @@ def test_the_loads_of_a_step_are_counted_once_each(block, vector, vector_outer, 
     task = nn.route_task(nn.make_layer(input_shape=(8, 10, 10), kernel_shape=(16, 3, 3), stride=1, padding=0))
     space = task.space(CPU)
     outer, inner = space.levels[0], space.levels[-1]
-    config = {**dict.fromkeys(space.default(), 0), outer.key: block[0], inner.key: block[1], "parallel": 2,
+    config = {**dict.fromkeys(example_config(space), 0), outer.key: block[0], inner.key: block[1], "parallel": 2,
               "unroll": int(block != (1, 1)), "vector": vector, "vector_outer": vector_outer}
     built = build_candidate(Build(task.portable(), CPU, config))
     assert built.failure is None, built.failure
@@ -130,7 +131,7 @@ def test_the_cache_lines_a_step_brings_are_counted_from_its_addresses(n, m, k, f
     of ``k`` steps spans ``ceil(4k / 64)`` lines), and a column of ``b``, ``4m`` bytes a step: a new line each
     step (and a new page where ``4m >= 4096``)."""
     task = ProgramTask.make(PROGRAMS / "matmul.lift", {"n": n, "m": m, "k": k})
-    config = {**dict.fromkeys(task.space(CPU).default(), 0), "parallel": 2}
+    config = {**dict.fromkeys(example_config(task.space(CPU)), 0), "parallel": 2}
     built = build_candidate(Build(task.portable(), CPU, config))
     assert built.failure is None, built.failure
     assert built.features["cache_lines"] == n * m * (math.ceil(4 * k / 64) + k)

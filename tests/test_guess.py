@@ -24,8 +24,7 @@ def test_the_guess_is_a_configuration_of_the_space_kept_on_disk_and_computes_wha
     """No database (a path where there is none): the analytic model's pick, a valid configuration that lowers
     and runs right; asked again, it is read from liftpy's cache, nothing generated."""
     monkeypatch.setenv("LIFTPY_CACHE", str(tmp_path / "cache"))
-    for name, value in (("GUESS_POOL", 4), ("GUESS_DRAWN", 32), ("GUESS_CLIMBS", 1)):  # the mechanics: a short search
-        monkeypatch.setattr(guess, name, value)
+    monkeypatch.setenv("LIFTPY_GUESS_POOL", "2")  # the mechanics: a short search
     task = ProgramTask.make(PROGRAMS / "conv_bias_relu.lift", SIZES)
     space = task.space(AVX2)
     config = guess.best_guess(task, AVX2, tmp_path / "none.sqlite", space=space)

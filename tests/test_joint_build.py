@@ -12,6 +12,7 @@ from liftpy.tuning import Batch, Build, LocalRunner, ProgramTask, Timing
 from liftpy.tuning.builder import build_candidates
 from tests import faults
 from tests.reference import conv2d_nchw
+from .route_configs import example_configs
 
 PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "programs" / "conv_bias_relu.lift"
 SIZES = {"N": 1, "C": 8, "H": 10, "W": 12, "K": 8, "kernelHeight": 3, "kernelWidth": 3,
@@ -22,7 +23,7 @@ def candidates(count):
     task = ProgramTask.make(PROGRAM, SIZES).portable()
     device = device_info(get_device(None))
     space = task.space(device)
-    configs = [task.complete(c) for c in [*space.starting_points(), *space.sample(4 * count, seed=3)]]
+    configs = [task.complete(c) for c in [*example_configs(space), *space.sample(4 * count, seed=3)]]
     unique = list({repr(sorted(c.items())): c for c in configs}.values())[:count]
     assert len(unique) == count
     return task, device, unique
@@ -40,7 +41,7 @@ def test_joint_sources_rename_every_program_scope_name_apart(tmp_path):
                     "def twice(a: [float]_n) : [float]_n = map(x -> scaled(x), a)\n")
     task = ProgramTask.make(path, {"n": 1024}).portable()
     device = device_info(get_device(None))
-    configs = [task.complete(c) for c in task.space(device).starting_points()[:2]]
+    configs = [task.complete(c) for c in example_configs(task.space(device))[:2]]
     builts = build_candidates([Build(task, device, c, compile=True) for c in configs])
     joints = [b.joint for b in builts]
     assert None not in joints and joints[0].source is joints[1].source

@@ -7,6 +7,7 @@ import liftpy.nn as nn
 from liftpy.errors import InputError
 
 from .reference import conv2d_nchw
+from .route_configs import example_config
 
 
 def data(seed, n, c, h, w, k, kh, kw, bias=True):
@@ -40,7 +41,9 @@ def test_a_prepared_layer_matches_the_reference_call_after_call(shape, stride, p
 
 def test_weights_are_relaid_once_and_outputs_are_not_shared():
     x, w, b = data(1, 1, 8, 12, 12, 8, 3, 3)
-    layer = nn.Conv2d(w, b, 1, 1, input_shape=x.shape)
+    relaid = example_config(nn.conv_space(input=(8, 12, 12), kernels=(8, 3, 3), padding=1))
+    assert relaid["vector_outer"] == 2  # vectors of kernels: the weights relaid...
+    layer = nn.Conv2d(w, b, 1, 1, input_shape=x.shape, config=relaid)
     expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
     w[...] = 0  # the layer keeps its own copy of the weights
     first = layer(x)
@@ -48,7 +51,7 @@ def test_weights_are_relaid_once_and_outputs_are_not_shared():
     close(first, expected)  # the second call did not write into the first call's output
     close(second, 2 * expected - b[None, :, None, None])
     assert first is not second and not np.shares_memory(first, second)
-    (bound,) = layer._bound.values()  # the route's default relays the weights (vectors of kernels)...
+    (bound,) = layer._bound.values()
     assert bound.plan.config["vector_outer"] == 2 and bound.program.hoisted
     assert not set(bound.program.hoisted) & set(layer.last_run.stage_ms)  # ...once, when the layer was prepared
 

@@ -10,6 +10,7 @@ from liftpy.errors import ConstraintError, InputError
 from liftpy.nn.layers import VGG16
 
 from .reference import conv2d_nchw
+from .route_configs import example_config
 
 
 def random_layer_arrays(rng, n, c, h, w, k, kh, kw):
@@ -59,7 +60,7 @@ def test_scaled_down_vgg16_layers(name):
     expected = conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1))
     space = nn.conv_space(layer)
     ran = 0
-    for config in [space.default(), *space.sample(3, seed=7)]:
+    for config in [example_config(space), *space.sample(3, seed=7)]:
         try:
             out = nn.conv2d(x, w, b, stride=1, padding=1, config=config)
         except ConstraintError:  # its work-groups exceed what the device allows the built kernel (a GPU's registers)
@@ -77,7 +78,7 @@ def test_many_private_values_per_work_item_run_in_small_work_groups():
     layer = VGG16["vgg16.2"]
     rng = np.random.default_rng(5)
     x, w, b = random_layer_arrays(rng, 1, layer.channels, layer.height, layer.width, layer.kernels, 3, 3)
-    config = {**nn.conv_space(layer).default(), "block.kernelWeights": 16, "block.window": 32, "unroll": 1,
+    config = {**example_config(nn.conv_space(layer)), "block.kernelWeights": 16, "block.window": 32, "unroll": 1,
               "vector": 0, "vector_outer": 0, "pad_copy": 0}
     out = nn.conv2d(x, w, b, stride=1, padding=1, config=config)
     assert_matches(out, conv2d_nchw(x, w, b, (1, 1), (1, 1, 1, 1)))
@@ -146,7 +147,7 @@ def test_bad_calls_are_refused_clearly(name, shapes, kwargs, error, message):
 
 def test_invalid_configuration_names_the_violated_constraints():
     x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((4, 2, 3, 3), np.float32)
-    config = {**nn.conv_space(input=(2, 8, 8), kernels=(4, 3, 3), padding=1).default(), "block.kernelWeights": 3}
+    config = {**example_config(nn.conv_space(input=(2, 8, 8), kernels=(4, 3, 3), padding=1)), "block.kernelWeights": 3}
     with pytest.raises(ConstraintError) as info:
         nn.conv2d(x, w, padding=1, config=config)
     message = info.value.message

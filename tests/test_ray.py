@@ -213,9 +213,8 @@ def test_tuning_survives_a_node_lost_mid_batch(cluster, tmp_path, monkeypatch):
     """The search finishes after a worker node is killed mid-tuning, every trial recorded exactly once (one
     ``record`` per configuration, no partial result) and whole (``ok``, a time), on the same device.
 
-    Compared with a local run of the same seed: the configurations measured first -- the route's starting
-    points, then random ones, which a :class:`LocalSearch` draws from its seed alone (here the starting points
-    outnumber the 12 trials, so that is all of them) -- are the same, in the same order. The best is only
+    Compared with a local run of the same seed: the configurations measured first -- the random ones,
+    which a :class:`LocalSearch` draws from its seed alone -- are the same, in the same order. The best is only
     printed: it follows the measured times (and a local search's later proposals do too), which differ from run
     to run by timing noise, here with a node killed beside the kernels."""
     import ray
@@ -293,8 +292,8 @@ def test_tuning_survives_a_node_lost_mid_batch(cluster, tmp_path, monkeypatch):
     print(f"local run in {time.perf_counter() - start:.1f} s: best {local.time_ms:.3f} ms {local.config} "
           f"({'the same' if local.config == best.config else 'not the same'} as the cluster's)")
     space = task.space(runner.device_facts)
-    search = LocalSearch(space, TRIALS, SEED, space.starting_points())
-    first = min(TRIALS, max(search.random_trials, len(search.first)))  # here the starting points fill the budget
+    search = LocalSearch(space, TRIALS, SEED)
+    first = min(TRIALS, search.random_trials)
     expected = [config_key(c) for c in search.propose(first)]
     assert [r[1] for r in rows[:first]] == expected
     assert [r[1] for r in _rows(local_db)[:first]] == expected

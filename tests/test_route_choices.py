@@ -8,6 +8,7 @@ from liftpy.rewrite.route import RouteSpace
 from liftpy.rewrite.route.choices import CHOICES, Structure
 
 from .test_programs import PROGRAMS, _case
+from .route_configs import example_config
 
 
 def test_every_choice_is_in_the_table_once_with_its_meaning_and_rewrite():
@@ -20,7 +21,7 @@ def test_every_choice_is_in_the_table_once_with_its_meaning_and_rewrite():
 def test_a_configuration_has_exactly_the_tables_choices_and_a_block_per_level():
     inputs, sizes, _ = _case("conv1x1")
     space = RouteSpace(liftpy.load(PROGRAMS / "conv1x1.lift"), sizes)
-    config = space.default()
+    config = example_config(space)
     assert set(config) == {c.name for c in CHOICES} | {f"block.{level.name}" for level in space.levels}
 
 

@@ -11,6 +11,7 @@ import pytest
 import liftpy.nn as nn
 from liftpy.tuning import Batch, Build, LocalRunner, Timing
 from liftpy.tuning.builder import build_candidate
+from .route_configs import example_configs
 
 SMALL = dict(input_shape=(8, 12, 12), kernel_shape=(8, 3, 3), stride=1, padding=1)
 
@@ -19,7 +20,7 @@ def test_a_batch_is_timed_in_rounds_for_at_least_its_span():
     task = nn.route_task(nn.make_layer(**SMALL)).portable()
     runner = LocalRunner()
     try:
-        configs = task.space(runner.device_facts).starting_points()[:2]
+        configs = example_configs(task.space(runner.device_facts))[:2]
         builts = tuple(build_candidate(Build(task, runner.device_facts, c)) for c in configs)
         short = [f.result() for f in runner.run(Batch(task, builts, 1, Timing(rounds=3, min_round_ms=1)))]
         start = time.perf_counter()
@@ -43,7 +44,7 @@ def test_the_race_stops_the_rounds_of_candidates_far_behind_the_leader():
     task = nn.route_task(nn.make_layer(**SMALL)).portable()
     runner = LocalRunner()
     try:
-        configs = task.space(runner.device_facts).starting_points()[:2]
+        configs = example_configs(task.space(runner.device_facts))[:2]
         builts = tuple(build_candidate(Build(task, runner.device_facts, c)) for c in configs)
         # a best so far no kernel can come near: both are raced out after their first round
         raced = [f.result() for f in runner.run(Batch(task, builts, 1, Timing(rounds=4, min_round_ms=1, race=2.0,

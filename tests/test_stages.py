@@ -11,6 +11,7 @@ from liftpy.tuning.program import JOINED, ProgramTask
 from liftpy.tuning.tuner import HOISTED_TRIALS, task_slots
 from liftpy.tuning.db import TuningDB
 from .conftest import QUIET
+from .route_configs import example_config
 
 # three stages: weights scaled (reads only a constant: run once, when prepared), a padded 3-tap filter, and
 # the same filter again over its result; `padded` only rearranges data: no stage, it goes with its readers
@@ -99,8 +100,8 @@ def test_stages_lowered_apart_join_into_one_program_with_their_vals_renamed_apar
     lowered = {}
     for stage in split_stages(program, constants=("ws",)):
         space = RouteSpace(stage.program, SIZES)
-        copied = {**space.default(), "pad_copy": 1}
-        lowered[stage.name] = space.lower(copied if space.valid(copied) else space.default())
+        copied = {**example_config(space), "pad_copy": 1}
+        lowered[stage.name] = space.lower(copied if space.valid(copied) else example_config(space))
     joined = join_stages(program, None, lowered)
     names = []
     body = joined.main.body

@@ -148,6 +148,13 @@ def tune(db, trials, log=None, runner=None, **options):
         return tuner.tune([Slot(task())], trials)[0], runner
 
 
+def proposed(space, trials: int) -> list[str]:
+    """The configurations a tuning of ``trials`` trials (the tests' local search, seed 0) measures first."""
+    from liftpy.tuning import LocalSearch
+
+    return [config_key(task().complete(c)) for c in LocalSearch(space, trials, 0).propose(2)]
+
+
 def rows(db):
     return TuningDB(db, readonly=True).trials()
 
@@ -180,7 +187,7 @@ def test_the_next_batch_is_built_while_the_runner_measures():
 def test_a_wrong_trial_is_recorded_and_never_chosen_however_fast(tmp_path):
     db = tmp_path / "t.sqlite"
     space = task().space(FACTS)
-    start = config_key(task().complete(space.starting_points()[0]))
+    start = proposed(space, 10)[0]
     runner = FakeRunner([], wrong={start}, first_times={start: 0.001})
     best, _ = tune(db, 10, runner=runner, confirm=2)
     trials = {config_key(t.config): t for t in rows(db)}
@@ -193,7 +200,7 @@ def test_a_fast_first_measurement_is_measured_again_and_ranked_by_its_later_medi
     turns with its rivals: the best is then the one whose medians are the fastest, measured again."""
     db = tmp_path / "t.sqlite"
     space = task().space(FACTS)
-    lucky = config_key(task().complete(space.starting_points()[1]))
+    lucky = proposed(space, 12)[1]
     runner = FakeRunner([], first_times={lucky: 0.5})
     best, _ = tune(db, 12, runner=runner, confirm=3)
     trials = rows(db)
@@ -283,7 +290,7 @@ def test_a_bug_stops_the_tuning_with_its_traceback_saved_and_nothing_recorded_fo
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the report's folder: not left in the system's
     db = tmp_path / "t.sqlite"
     space = task().space(FACTS)
-    planted = config_key(task().complete(space.starting_points()[0]))
+    planted = proposed(space, 10)[0]
     with pytest.raises(InternalError) as caught:
         tune(db, 10, runner=FakeRunner([], bug={planted}), confirm=0)
     assert "a bug in liftpy" in caught.value.message and "KeyError: 'planted'" in caught.value.message
@@ -570,11 +577,9 @@ def test_a_model_guided_search_climbs_from_its_best_predicted_before_measuring()
 
 def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures(tmp_path):
     """With no search named, a tuning is model-guided: before its first batch runs, the builder featurises a pool
-    (POOL_PER_TRIAL candidates a trial of the budget, the best by their register blocks of the starting points
-    and a random sample, and the route's default), and the first batch is the route's default -- measured
-    whatever the model says, so that a short search never
-    leaves a task slower than untuned -- and the pool's best predicted: here, where the analytic model reads the
-    landscape's time, its fastest."""
+    (POOL_PER_TRIAL candidates a trial of the budget, the best of a random sample by their register blocks), and
+    the first batch is the pool's best predicted: here, where the analytic model reads the landscape's time,
+    its two fastest (the analytic model's pick, measured whatever a learned model says, and the next)."""
     from liftpy.tuning.tuner import FIRST_BATCH, POOL_PER_TRIAL
 
     log = []
@@ -587,17 +592,14 @@ def test_the_default_search_ranks_a_pool_scaled_to_the_budget_before_it_measures
     assert len(pool) >= POOL_PER_TRIAL * trials
     measured = rows(tmp_path / "t.sqlite")
     assert len(measured) == trials and FIRST_BATCH == 2
-    default = config_key(task().space(FACTS).default())
-    first_batch = {config_key(t.config): t.time_ms for t in measured[:FIRST_BATCH]}
-    assert default in pool and default in first_batch
-    second = next(time_ms for key, time_ms in first_batch.items() if key != default)
+    first_batch = sorted(t.time_ms for t in measured[:FIRST_BATCH])
     sampled = [entry[1] for entry in before_run[1:next(i for i, e in enumerate(before_run) if e[0] == "build" and i)]]
-    assert second <= min(landscape(json.loads(k)) for k in sampled if k != default)  # the best predicted
+    assert first_batch == sorted(landscape(json.loads(k)) for k in sampled)[:FIRST_BATCH]  # the best predicted
 
 
 def test_a_tuning_measures_first_what_won_on_the_devices_most_similar_task(tmp_path):
-    """Where the database holds the device's other tasks, a new task's first batch holds, after the route's
-    default, the best of the most similar task (the same layer on a 16x16 input, beside one on 48x48), adapted
+    """Where the database holds the device's other tasks, a new task's first batch holds first the best of the
+    most similar task (the same layer on a 16x16 input, beside one on 48x48), adapted
     to its sizes, and the other bests join its pool; another device's tasks (a 13x13 one, nearer) are not read."""
     from liftpy.tuning.program import ROUTE
     from liftpy.tuning.transfer import distance
@@ -606,13 +608,12 @@ def test_a_tuning_measures_first_what_won_on_the_devices_most_similar_task(tmp_p
     near, far, nearest = (nn.route_task(nn.make_layer(**{**SMALL, "input_shape": (8, n, n)})) for n in (16, 48, 13))
     assert distance(task().key, nearest.key) < distance(task().key, near.key) < distance(task().key, far.key)
     space = task().space(FACTS)
-    default = space.default()
     won = {}
     database = TuningDB(db)
     for other, device in ((near, FakeRunner.device), (far, FakeRunner.device),
                           (nearest, {**FakeRunner.device, "name": "another"})):
         configs = [c for c in other.space(FACTS).sample(30, seed=len(won))
-                   if space.adapted(c) not in (None, default, *won.values())][:3]
+                   if space.adapted(c) not in (None, *won.values())][:3]
         for rank, config in enumerate(configs):
             database.record(other, ROUTE, config, device, {"status": "ok", "cause": "", "time_ms": 1.0 + rank,
                                                            "times_ms": [1.0 + rank], "max_error": 0.1,
@@ -623,14 +624,14 @@ def test_a_tuning_measures_first_what_won_on_the_devices_most_similar_task(tmp_p
     with Tuner(db, runner=FakeRunner(log), builder=FeaturingBuilder(log), progress=False, confirm=0) as tuner:
         tuner.tune([Slot(task())], 4)
     first_batch = [t.config for t in rows(db) if t.task_key == task().key][:2]
-    assert first_batch == [default, won[near.key]]
+    assert first_batch[0] == won[near.key]
     assert config_key(won[far.key]) in {entry[1] for entry in log if entry[0] == "built"}
 
 
-def test_a_prefilter_ranks_the_starting_points_with_the_sample_but_the_first():
-    """With a prefilter, the space's own pick (``first[0]``) is featurised whatever its figure, and the other
-    starting points compete with the drawn sample for the pool: a search of a few trials featurises about as
-    many candidates as its pool, not every starting point the route writes."""
+def test_a_prefilter_ranks_the_configurations_given_first_with_the_sample_but_the_first():
+    """With a prefilter, a caller's guess (``first[0]``) is featurised whatever its figure, and the other
+    configurations given first compete with the drawn sample for the pool: a search of a few trials featurises
+    about as many candidates as its pool, not every configuration it is given."""
     from liftpy.tuning.strategy import ModelGuided
 
     featurised = []

@@ -342,8 +342,8 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
     """Compile a layer through the automatic route for a configuration of the direct program's space (checked
     against it), or with ``algorithm`` WINOGRAD each of Winograd's stages' configurations by the stage's name.
     Without a configuration: the fastest the tuning database knows for this layer and device (the direct
-    program's or Winograd's, :func:`best_in_database`), else the route's default for the direct program
-    (:meth:`~liftpy.rewrite.route.RouteSpace.default`)."""
+    program's or Winograd's, :func:`best_in_database`), else the direct program at its device's cost model's guess
+    (:func:`~liftpy.tuning.guess.best_guess`, the model trained on that database's trials of the device)."""
     from ..runtime import get_device
     from ..tuning.db import config_key
 
@@ -359,7 +359,7 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
         if known is not None:
             algorithm, config = known.name, known.config
     if algorithm == DIRECT:
-        config = route_space(layer, dev).default() if config is None else route_task(layer).complete(config)
+        config = _guess(layer, dev, db) if config is None else route_task(layer).complete(config)
     chosen = config_key(config) if algorithm == DIRECT else tuple((s, config_key(c)) for s, c in sorted(config.items()))
     key = (layer, algorithm, chosen, dev.int_ptr)
     if key in _PLANS:
@@ -368,6 +368,16 @@ def plan(layer: ConvLayer, config: Mapping | None = None, device=None, db=None, 
         _PLANS[key] = _route_plan(layer, config, dev) if algorithm == DIRECT else _winograd_plan(layer, config, dev)
         _bounded(_PLANS)
     return _PLANS[key]
+
+
+def _guess(layer: ConvLayer, device, db=None) -> dict:
+    """The direct program's configuration the device's cost model guesses for an untuned layer, trained on the
+    tuning database at ``db`` (default: the user's) where it exists."""
+    from ..runtime import device_info
+    from ..tuning.guess import best_guess
+
+    space = route_space(layer, device)
+    return best_guess(route_task(layer), device_info(device), db or default_db_path(), space=space)
 
 
 def _check_fits(layer: ConvLayer, device) -> None:
@@ -489,7 +499,7 @@ class Conv2d:
     passes the images in and the output out -- without copying either on a device that shares the host's memory.
     The first call of each shape (its output buffers filled with NaN) is checked against the float64 reference
     (NaN and infinity in the data compared by kind). ``last_run`` tells what the last call cost. Without
-    ``config``: the tuning database's best configuration for the layer (``db``), else the route's default (see
+    ``config``: the tuning database's best configuration for the layer (``db``), else the cost model's guess (see
     :func:`plan`)."""
 
     def __init__(self, weights, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
@@ -567,7 +577,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, config: Mapp
     optional; stride and dilation an int or a pair; padding an int, (h, w) or (top, bottom, left, right);
     groups dividing C and K. Returns NCHW float32. Without ``config``, the best configuration in the tuning
     database (``db``, default $LIFTPY_TUNING_DB or ~/.cache/liftpy/tuning.sqlite) for this layer and device,
-    else the automatic route's default.
+    else the device's cost model's guess.
 
     A convenience for one call: the compiled program is cached, but the weights are uploaded (and relaid) at
     every call. A network calling a layer repeatedly should prepare it once with :class:`Conv2d`."""

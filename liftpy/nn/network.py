@@ -3,7 +3,7 @@ device buffers between them.
 
 A :class:`Network` is what a front end (:mod:`liftpy.onnx`) makes: steps, the views between tensors (a flatten
 or a reshape reads the same memory), the network's inputs and outputs. :meth:`Network.prepare` compiles each
-step's program -- the tuning database's best for its task on the device, else the automatic route's default --
+step's program -- the tuning database's best for its task on the device, else its device's cost model's guess --
 and plans the device memory once: each activation gets a buffer, which a later activation reuses once the last
 step reading it has run (:class:`MemoryPlan`); a concatenation of one image runs no kernel where the device
 aligns its pieces: their steps write into regions of its buffer (:meth:`Network.concat_parts`). A call copies
@@ -118,7 +118,7 @@ class Network:
     # ------------------------------------------------------------------------------------------ running
     def prepare(self, device=None, db=None, check: bool = True) -> "PreparedNetwork":
         """The network compiled for ``device``: each step's program with the best configuration the tuning
-        database at ``db`` (default: the user's) holds for its task, else the route's default."""
+        database at ``db`` (default: the user's) holds for its task, else the cost model's guess."""
         return PreparedNetwork(self, device, db, check)
 
     def __call__(self, x) -> np.ndarray:
@@ -144,7 +144,7 @@ class Network:
         in all, which the task scheduler gives where the network's time gains the most (each weighted by how often
         it runs; ``options``: :class:`liftpy.tuning.Tuner`'s). Each step's fastest program's best; the next call
         (and :meth:`prepare` with the same ``db``) runs them. A step with no correct trial is None, said on
-        stderr: it keeps the route's default (checked at its first call) and the other steps their bests."""
+        stderr: it keeps the cost model's guess (checked at its first call) and the other steps their bests."""
         from ..tuning import tune_groups
 
         groups = self.tuning_groups(device, here=options.get("runner") is None)
@@ -252,7 +252,7 @@ class PreparedNetwork:
         start = time.perf_counter()
         for index, step in enumerate(network.steps):
             self.programs.append(None if index in self.elided
-                                 else _compile(step, self.bests.get(step.task), self.device, spaces))
+                                 else _compile(step, self.bests.get(step.task), self.device, spaces, db))
         self.compile_s = time.perf_counter() - start
         self.plan = MemoryPlan.make(network, parts=self.parts)
         self.buffers = self._buffers(self.plan)
@@ -513,11 +513,14 @@ def _bests(network: Network, device_name: str, db) -> dict:
     return found
 
 
-def _compile(step: Step, best, device, spaces: dict):
+def _compile(step: Step, best, device, spaces: dict, db=None):
     """A step's program prepared on the device with its constants: the best's program (Winograd's, its stages
-    joined, where that is the faster) and configuration, else the route's default for the direct program; a
-    configuration the route refuses here is said and the default used."""
+    joined, where that is the faster) and configuration, else the direct program at its device's cost model's
+    guess (:func:`~liftpy.tuning.guess.best_guess`, the model trained on the tuning database at ``db``, default
+    the user's); a configuration the route refuses here is said and the guess used."""
     from ..runtime import compile as compile_program, device_info
+    from ..tuning import default_db_path
+    from ..tuning.guess import best_guess
 
     if best is not None and best.name == WINOGRAD:
         task = best.task
@@ -527,15 +530,19 @@ def _compile(step: Step, best, device, spaces: dict):
     if task not in spaces:
         spaces[task] = task.space(device_info(device))
     space = spaces[task]
-    config = space.default() if best is None else task.complete(best.config)
+
+    def guess():
+        return best_guess(task, device_info(device), db or default_db_path(), space=space)
+
+    config = guess() if best is None else task.complete(best.config)
     try:
         lowered = space.lower(config)
     except LiftError as e:
         if best is None:
             raise
         print(f"note: step {step.name}: the database's best for {task.describe()} does not lower here "
-              f"({e.message}); the route's default runs", file=sys.stderr)
-        lowered = space.lower(space.default())
+              f"({e.message}); the cost model's guess runs", file=sys.stderr)
+        lowered = space.lower(guess())
     executable = compile_program(lowered, task.size_map, device, task.function)
     return executable.prepare(dict(step.constants), zero_copy=True)
 
@@ -546,7 +553,7 @@ def _alignment(device) -> int:
 
 
 def _config_text(best) -> str:
-    return "the route's default" if best is None else f"the tuned configuration {best.config}"
+    return "the cost model's guess" if best is None else f"the tuned configuration {best.config}"
 
 
 __all__ = ["Network", "PreparedNetwork", "MemoryPlan"]

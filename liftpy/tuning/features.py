@@ -76,7 +76,6 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     and a vector). Fewer loads per update, and accumulators and operands within the registers, make a faster
     step. On a CPU a block not unrolled is an array in memory, its inner level vectorised by the compiler: its
     accumulators are that level's vectors, in no register (none spills), each loaded a step beside the input's."""
-    from ..rewrite.route import vector_registers
     from ..rewrite.route.choices import ABSENT
 
     config = {**ABSENT, **config}
@@ -86,7 +85,7 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
     outputs = math.prod(blocked) if blocked else max(1, config.get("partial", 0))
     lanes = config.get("vector", 0) or 1
     pieces = _registers(lanes, device.preferred_vector_width_float)
-    share = 1 / vector_registers(device)
+    share = 1 / device.vector_registers
     if blocked and lanes == 1 and not config.get("unroll") and device.is_cpu:
         # a block not unrolled is an array in memory whose inner level the compiler vectorises
         # (:func:`_compiler_lanes`): a step loads and updates each vector of it, beside a broadcast

@@ -9,14 +9,15 @@ holds some, else the analytic model alone. Candidates are featurised in this pro
 ``__main__`` guard must not start processes). A guess is kept on disk (liftpy's cache) by its task, the
 device's facts and the trials its model learned from.
 
-It is what is meant to replace the route's hand-written default (:meth:`RouteSpace.default
-<liftpy.rewrite.route.RouteSpace.default>`) for an untuned task; ``benchmarks/default_guess.py`` measures the two
-against long tunings, and until the guess is as good the default stays.
+It is what an untuned task runs -- a layer or a network's step the tuning database knows nothing of -- in place
+of a configuration written by hand from one machine's timings (the two compared:
+``benchmarks/results/default-guess-network-*``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -24,15 +25,19 @@ from .._cache import remembered
 from .cost_model import DeviceModel
 from .db import TuningDB
 
-#: candidates a guess featurises and ranks first, and the most climbs from the best of them (each joins the
-#: neighbours of the best predicted to the pool, until the best two are climbed from); about a minute for a
-#: VGG-16 layer in one process, paid once a task and device
+#: candidates a guess featurises and ranks first (the best of 32 times as many random ones, drawn from twice as
+#: many of the route's structures, by their register blocks alone: nothing generated), and the most climbs from
+#: the best of them (each joins to the pool the half as many neighbours of the best predicted that are best by
+#: their blocks, until the best two are climbed from): 10-40 s for a task in one process, paid once a task and
+#: device. ``$LIFTPY_GUESS_POOL`` sets a smaller guess, quicker and rougher (the tests' run takes 2).
 GUESS_POOL = 16
-GUESS_CLIMBS = 16
-#: random configurations a guess's pool is the best of, by their register blocks alone (nothing generated)
-GUESS_DRAWN = 512
 #: guesses liftpy's cache keeps (a network's distinct layers on a few devices)
 GUESSES_KEPT = 512
+
+
+def guess_pool() -> int:
+    """:data:`GUESS_POOL`, or ``$LIFTPY_GUESS_POOL`` where set."""
+    return max(1, int(os.environ.get("LIFTPY_GUESS_POOL", GUESS_POOL)))
 
 
 def model_search(task, space, model: DeviceModel, trials: int, seed: int, featurise=None):
@@ -44,9 +49,11 @@ def model_search(task, space, model: DeviceModel, trials: int, seed: int, featur
     def here(configs):
         return features_here(task, space, configs)
 
+    pool = guess_pool()
     return ModelGuided(space, trials, seed, None, model, featurise or here,
-                       lambda features, time_ms: model.learn(features, time_ms, task.key), pool=GUESS_POOL,
-                       climbs=GUESS_CLIMBS, prefilter=lambda configs: block_figures(space, configs), drawn=GUESS_DRAWN)
+                       lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool, climbs=pool,
+                       prefilter=lambda configs: block_figures(space, configs), drawn=32 * pool,
+                       drawn_structures=2 * pool, neighbours=max(2, pool // 2))
 
 
 def features_here(task, space, configs: Sequence[dict]) -> list[dict | None]:
@@ -73,7 +80,7 @@ def best_guess(task, device, database: TuningDB | str | Path | None = None, seed
     model = DeviceModel.of(database, device.name)
     learned = hashlib.sha256("\n".join(sorted(repr((k, t, sorted(f.items()))) for f, t, k in model.rows))
                              .encode()).hexdigest()
-    text = f"{task.key}\n{device!r}\n{learned}\n{seed}\n{GUESS_POOL} {GUESS_CLIMBS} {GUESS_DRAWN}"
+    text = f"{task.key}\n{device!r}\n{learned}\n{seed}\n{guess_pool()}"
 
     def derive() -> dict:
         made = space if space is not None else task.space(device)
@@ -85,5 +92,4 @@ def best_guess(task, device, database: TuningDB | str | Path | None = None, seed
     return dict(remembered("guess", text, derive, kept=GUESSES_KEPT))
 
 
-__all__ = ["best_guess", "model_search", "features_here", "GUESS_POOL", "GUESS_CLIMBS",
-           "GUESS_DRAWN"]
+__all__ = ["best_guess", "model_search", "features_here", "guess_pool", "GUESS_POOL"]

@@ -16,8 +16,8 @@ from .db import config_key
 
 class SearchStrategy(Protocol):
     """Proposes configurations of one space to measure, ``n`` at a time, never one twice; told every result.
-    ``first``: the configurations it proposes first because the space expects them to be good (the route's
-    starting points), which the tuner's confirmation looks at again when they come near the fastest."""
+    ``first``: the configurations it proposes first because its caller expects them to be good (a guess), which
+    the tuner's confirmation looks at again when they come near the fastest."""
 
     first: list[dict[str, int]]
 
@@ -28,14 +28,14 @@ class SearchStrategy(Protocol):
 
 class LocalSearch:
     """Random configurations for a share ``explore`` of the budget (``first`` first: a configuration or a list
-    of them, as the route's starting points), then a local search: an unmeasured neighbour
+    of them), then a local search: an unmeasured neighbour
     (:meth:`~liftpy.rewrite.route.RouteSpace.neighbours`: one choice changed, or a block's shape) of the
     fastest correct configuration so far, else of the next fastest, else a random one again: random search
     alone found its best late, and a block size or a vector width next to a good one is usually good too. With
     ``explore=1``, random search. For any space with ``sample(n, seed)`` and ``neighbours``."""
 
     def __init__(self, space, trials: int, seed: int = 0, first: dict | list[dict] | None = None,
-                 explore: float = 0.4, pool: int = 1000):
+                 explore: float = 0.4, pool: int = 64):
         self.space = space
         self.first = [first] if isinstance(first, dict) else list(first or [])
         self.random_trials = max(1, int(trials * explore))
@@ -65,7 +65,7 @@ class LocalSearch:
 
     def _randoms(self):
         """``first``, then the random pool, drawn only when ``first`` is spent: drawing it makes every sketch of
-        a route space (minutes for Winograd's stages), which a short search of its starting points never needs."""
+        a route space (minutes for Winograd's stages), which a short search of its ``first`` never needs."""
         yield from self.first
         yield from self.space.sample(self.pool, seed=self.seed)
 
@@ -98,28 +98,28 @@ class ModelGuided:
     the configurations alone: nothing generated), each random sample is ``drawn`` configurations (from at most
     ``drawn_structures`` of the route's structures, where given: a sketch costs to make), which, with ``first``
     but its first, compete for the pool: the ``pool`` best by the prefilter and a quarter as many others at
-    random are featurised. ``trials`` (the budget) is taken as every strategy takes it; the pool does not
+    random are featurised, and of a candidate's neighbours the ``neighbours`` best by it where given (all
+    where not). ``trials`` (the budget) is taken as every strategy takes it; the pool does not
     depend on it.
 
     Each opinion the search holds is measured in its first batches, whatever the model predicts of it:
-    ``first[0]`` -- the space's own pick, what an untuned call runs -- ``elsewhere[0]`` -- the best of the
-    device's most similar task, adapted (:mod:`liftpy.tuning.transfer`; every one of ``elsewhere`` joins the
-    pool) -- and the best predicted by ``second_opinion`` (another model, the analytic one beside a learned
-    one). A search of a few trials (a network's small tasks get five or so) then never leaves a task slower
-    than it was untuned, nor misses what the formula sees where trees trained on other tasks misrank this one
-    (on 16 tasks, the best of three guesses was at worst 1.67x of a 200-trial search's best, each guess alone
-    at worst 2.2-10.9x: ``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
+    ``first[0]`` where given (a caller's guess), ``elsewhere[0]`` -- the best of the device's most similar task,
+    adapted (:mod:`liftpy.tuning.transfer`; every one of ``elsewhere`` joins the pool) -- and the best predicted
+    by ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few trials (a
+    network's small tasks get five or so) then does not miss what the formula sees where trees trained on other
+    tasks misrank this one (``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
                  learn: Callable[[dict, float], None] = lambda features, time_ms: None,
                  pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3,
                  prefilter: Callable[[list[dict]], Sequence[float]] | None = None, drawn: int = 512,
-                 drawn_structures: int | None = None, second_opinion=None, elsewhere: Sequence[dict] = ()):
+                 drawn_structures: int | None = None, second_opinion=None, elsewhere: Sequence[dict] = (),
+                 neighbours: int | None = None):
         self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
         self.second_opinion, self._second_pick = second_opinion, None
         self.prefilter, self.drawn, self.drawn_structures = prefilter, drawn, drawn_structures
-        self._climbs_left = climbs
+        self._climbs_left, self.neighbours = climbs, neighbours
         self.first = [first] if isinstance(first, dict) else list(first or [])
         self.elsewhere = [dict(c) for c in elsewhere]
         self.pool_size, self.explore, self.parents = pool, explore, parents
@@ -201,12 +201,17 @@ class ModelGuided:
         return list(first[:1]) + [drawn[i] for i in chosen]
 
     def _expand(self, keys: Sequence[str]) -> int:
-        """The neighbours of these candidates not expanded yet joined to the pool; how many new candidates."""
+        """The neighbours of these candidates not expanded yet joined to the pool (with a prefilter and
+        ``neighbours``, each one's best ``neighbours`` by it); how many new candidates."""
         new: list[dict] = []
         for key in keys:
             if key not in self._expanded:
                 self._expanded.add(key)
-                new += self.space.neighbours(self.configs[key])
+                near = [c for c in self.space.neighbours(self.configs[key]) if config_key(c) not in self.configs]
+                if self.prefilter is not None and self.neighbours is not None and len(near) > self.neighbours:
+                    figures = self.prefilter(near)
+                    near = [near[i] for i in sorted(range(len(near)), key=figures.__getitem__)[: self.neighbours]]
+                new += near
         return self._add(new)
 
     def _add(self, configs: Sequence[dict]) -> int:

@@ -41,11 +41,12 @@ from .transfer import bests_by_task, transferred
 
 #: rounds of measuring the fastest trials again before a task's best is given (each a batch of a few trials)
 CONFIRM_PASSES = 3
-#: a starting point whose first median is within this factor of the fastest's is measured again with it: one
-#: median can come from a slow spell (benchmarks/results/notes-tuning.md, 42b7c1a)
+#: a configuration the strategy proposed first (its ``first``) whose first median is within this factor of the
+#: fastest's is measured again with it: one median can come from a slow spell
+#: (benchmarks/results/notes-tuning.md, 42b7c1a)
 SECOND_LOOK = 1.35
 #: trials for a stage that runs once, when the program is prepared (a layer's transformed weights): its speed
-#: costs nothing per call, so the starting points only
+#: costs nothing per call, so its first batch only
 HOISTED_TRIALS = 2
 #: candidates built, checked and timed together (their timing rounds taken in turns)
 BATCH = 8
@@ -61,7 +62,7 @@ STRATEGIES = ("model", "local", "random")
 #: of a second: a search of a few trials need not pay a minute to rank them)
 MODEL_POOL = 64
 POOL_PER_TRIAL = 8
-#: the configurations (the route's starting points and random ones) of which a model-guided search featurises
+#: the random configurations of which a model-guided search featurises
 #: its pool, the best by their register blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool,
 #: random ones of as many structures as the pool has candidates (each structure's sketch made costs)
 DRAWN_PER_POOL = 4
@@ -236,22 +237,21 @@ class Tuner:
         return _Tuned(slot, space, strategy, measured)
 
     def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
-        """The search of a task, told the route's starting points: the model-guided one measures the default
-        (the first), the best of the device's most similar task (adapted) and the analytic model's pick in its first
-        batch, and ranks the rest with the device's model; the others measure them all first."""
-        first = space.starting_points()
+        """The search of a task: the model-guided one measures the best of the device's most similar task
+        (adapted) and the analytic model's pick in its first batch, and ranks the rest with the device's model;
+        the others (for comparison) start from random configurations."""
         if self.strategy == "model":
             model = self._device_model()
             elsewhere = transferred(task.key, space, self._bests_elsewhere())
             pool = min(MODEL_POOL, POOL_PER_TRIAL * trials)
-            return ModelGuided(space, trials, self.seed, first, model, lambda configs: self._featurise(task, configs),
+            return ModelGuided(space, trials, self.seed, None, model, lambda configs: self._featurise(task, configs),
                                lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool,
                                climbs=min(MODEL_CLIMBS, trials // CLIMB_TRIALS), second_opinion=AnalyticModel(),
                                prefilter=lambda configs: block_figures(space, configs), drawn=DRAWN_PER_POOL * pool,
                                drawn_structures=pool, elsewhere=elsewhere)
         if callable(self.strategy):
-            return self.strategy(space, trials, self.seed, first)
-        return LocalSearch(space, trials, self.seed, first, explore=1.0 if self.strategy == "random" else 0.4)
+            return self.strategy(space, trials, self.seed, None)
+        return LocalSearch(space, trials, self.seed, None, explore=1.0 if self.strategy == "random" else 0.4)
 
     def _device_trials(self) -> list:
         """The device's correct trials, every task's, as the database held them when a search first asked: read
@@ -474,7 +474,7 @@ class Tuner:
 def tune_task(task: ProgramTask, trials: int = 100, db: str | Path = "tuning.sqlite", device=None, seed: int = 0,
               **options) -> Best:
     """Tune a program task through the automatic route: up to ``trials`` configurations of its space in total
-    (the route's starting points first; those in the database count), each checked against the naive lowering,
+    (those in the database count), each checked against the naive lowering,
     itself checked against the interpreter first (:mod:`liftpy.tuning.program`). A wrong result is recorded and
     never chosen; a bug in liftpy raises :class:`~liftpy.errors.InternalError`, what was measured staying in the
     database. Returns the best; none correct raises :class:`~liftpy.errors.NoCorrectTrial`. ``options``:

@@ -11,15 +11,16 @@ configuration meets them:
   still tuning parameters;
 * :mod:`.space` -- :class:`RouteSpace`: every structure, each sketch's parameter space, valid configurations,
   sampling and lowering;
-* :mod:`.moves` -- the local search's moves (one choice changed, a block's shape);
-* :mod:`.heuristics` -- the device heuristics: the default configuration and the search's starting points.
+* :mod:`.moves` -- the local search's moves (one choice changed, a block's shape).
+
+The route holds no opinion of which configuration is fast: an untuned task runs its device's cost model's guess
+(:func:`liftpy.tuning.guess.best_guess`), and a search is guided by that model.
 
 ``python -c "from liftpy.rewrite.route.choices import describe_choices; print(describe_choices())"`` prints the
 table.
 """
 
 from .choices import CHOICES, ROUTE_VERSION, Choice, Level, Structure
-from .heuristics import accumulator_targets, vector_registers
 from .sketches import (
     Sketch,
     binds,
@@ -33,6 +34,5 @@ from .sketches import (
 )
 from .space import RouteSpace
 
-__all__ = ["CHOICES", "ROUTE_VERSION", "Choice", "Level", "RouteSpace", "Structure", "Sketch", "accumulator_targets",
-           "vector_registers", "binds", "block_level", "partial_sums", "route_lowering", "spatial_loops", "split_sum",
-           "unit_levels", "walks_block"]
+__all__ = ["CHOICES", "ROUTE_VERSION", "Choice", "Level", "RouteSpace", "Structure", "Sketch", "binds", "block_level",
+           "partial_sums", "route_lowering", "spatial_loops", "split_sum", "unit_levels", "walks_block"]

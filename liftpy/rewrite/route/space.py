@@ -18,7 +18,7 @@ from typing import Iterator, Mapping
 from ...errors import RewriteError, SizeError
 from ...ir import Program
 from ..strategies import Success, topDown
-from . import heuristics, moves
+from . import moves
 from .choices import (
     ABSENT,
     LOCAL_MEMORY,
@@ -51,8 +51,8 @@ SIDE_DRAWS = 32
 class RouteSpace:
     """The space of one program at given sizes on a device. ``sample(n)`` draws configurations (dicts of every
     choice of :data:`~.choices.CHOICES` and ``block.<level>``), ``lower(config)`` gives the low-level program a
-    configuration stands for, ``default()`` the route's choice without tuning, ``starting_points()`` the
-    configurations a search tries first and ``neighbours(config)`` those one move away.
+    configuration stands for, ``plain()`` the one that chooses nothing and ``neighbours(config)`` those one move
+    away. Which is fast is the cost model's to say (:mod:`liftpy.tuning.guess`), not the space's.
     ``join_rows=False`` leaves the rows unjoined (the joined rows' own space is made so), ``round_up=False`` the
     innermost level as long as it is (a rounded level's own space)."""
 
@@ -357,18 +357,10 @@ class RouteSpace:
             share *= 2
 
     # ------------------------------------------------------------------------------------------ the search's view
-    def default(self) -> dict[str, int]:
-        """The route's choice without tuning (:func:`.heuristics.default`)."""
-        return heuristics.default(self)
-
     def plain(self) -> dict[str, int]:
         """The configuration that chooses nothing: no level blocked, unrolled or in vectors, the padding read
         where it lies, two levels parallel -- every program's route lowers it."""
         return self.config(Structure((), 2, 0, 0), {})
-
-    def starting_points(self) -> list[dict[str, int]]:
-        """The configurations a search tries first, the default first (:func:`.heuristics.starting_points`)."""
-        return heuristics.starting_points(self)
 
     def neighbours(self, config: Mapping[str, int]) -> list[dict[str, int]]:
         """The valid configurations one move away from ``config`` (:func:`.moves.neighbours`)."""

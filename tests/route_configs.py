@@ -1,34 +1,27 @@
-"""Device heuristics: the route's default configuration and the starting points of a search.
+"""Configurations of a route space for the tests to lower, run and search from: a 2D register block in vectors
+(relaid, the padding copied, where the program pads) and a few dozen varied ones -- each kind of vectors, blocks
+grown to fill the vector registers, joined rows, rounded levels.
 
-These are a model of the device written by hand from its facts (vector width, registers, CPU or GPU): the
-default vectorises a 2D register block, copies the padding, and keeps a step's values within a CPU's vector
-registers; the starting points grow each kind of block to fill the registers and try each layout once, so that a
-short search does not wait for random trials to find them. They were shaped on VGG-16's layers on two AMD CPUs
-(the timings behind each choice: ``benchmarks/results/notes-route.md``); elsewhere they are a first guess the
-search corrects.
+These were the route's hand-written default and a search's starting points until the cost model's guess
+replaced them (issue 49); they stay here as fixtures: varied, valid, deterministic configurations that exercise
+every rewrite of the route, with no claim to be fast.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from .choices import PAD_COPIED, PAD_ROTATED, PARALLEL, RELAID, Level, Structure
+from liftpy.rewrite.route.choices import PAD_COPIED, PAD_ROTATED, PARALLEL, RELAID, Level, Structure
 
 if TYPE_CHECKING:
-    from .space import RouteSpace
-
-
-def vector_registers(device) -> int:
-    """A CPU's vector registers, of its preferred width: 32 where its preferred vectors have 16 lanes (AVX-512),
-    else 16 (AVX2)."""
-    return 32 if device.preferred_vector_width_float >= 16 else 16
+    from liftpy.rewrite.route import RouteSpace
 
 
 def accumulator_targets(device) -> tuple[int, ...]:
     """The vector accumulators a register-filling block aims at: all of the device's vector registers but four (a
     step's operands), three quarters, half and a quarter of them. No target was best on every layer, so the search
     starts from each."""
-    registers = vector_registers(device)
+    registers = device.vector_registers
     return tuple(dict.fromkeys((registers - 4, registers * 3 // 4, registers // 2, registers // 4)))
 
 
@@ -63,7 +56,7 @@ def fits_registers(space: "RouteSpace", config: Mapping[str, int]) -> bool:
         return True
     outer, inner = block
     vectors = config[outer.key] // config["vector"]
-    return vectors * config[inner.key] + vectors + 1 <= vector_registers(space.device)
+    return vectors * config[inner.key] + vectors + 1 <= space.device.vector_registers
 
 
 def outer_vectors(space: "RouteSpace", base: Mapping[str, int]) -> list[dict[str, int]]:
@@ -113,7 +106,7 @@ def fitting_registers(space: "RouteSpace", config: Mapping[str, int]) -> dict[st
     registers."""
     if fits_registers(space, config):
         return dict(config)
-    return filled(space, config, vector_registers(space.device) // 2) or dict(config)
+    return filled(space, config, space.device.vector_registers // 2) or dict(config)
 
 
 # ------------------------------------------------------------------------------------------------ the default
@@ -140,7 +133,7 @@ def inner_default(space: "RouteSpace") -> dict[str, int]:
     return space.config(Structure((), 2, 0, 0), {})
 
 
-def default(space: "RouteSpace") -> dict[str, int]:
+def example_config(space: "RouteSpace") -> dict[str, int]:
     """The route's choice without tuning. Where the program pads: a 2D block's outer level in vectors, its inputs
     relaid, the padding copied (vectors along the inner level would read through the padding, one test per lane),
     its step within a CPU's vector registers; else the inner level's vectors with the padding copied rotated (its
@@ -157,7 +150,7 @@ def default(space: "RouteSpace") -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------------------ starting points
-def starting_points(space: "RouteSpace") -> list[dict[str, int]]:
+def example_configs(space: "RouteSpace") -> list[dict[str, int]]:
     """The configurations a search tries first, each valid and once: the default; each kind of vectors with its
     block grown to fill the registers (for each of :func:`accumulator_targets`, the most first); each other kind
     of vectors and padding copy once; the default with its sum's loops in the other order; the rotated copies'
@@ -172,7 +165,7 @@ def starting_points(space: "RouteSpace") -> list[dict[str, int]]:
     rotated = [{**c, "pad_copy": PAD_ROTATED} for c in relaid] if space.rotates else []
     rotated_inner = [{**inner, "pad_copy": PAD_ROTATED}] if inner["vector"] and space.rotates else []
     copied = [{**c, "pad_copy": PAD_COPIED} for c in relaid] + rotated + rotated_inner
-    first = default(space)
+    first = example_config(space)
     targets = accumulator_targets(space.device)
     grown = [f for target in targets
              for f in (filled(space, base, target) for base in [first, *copied, inner, *outer]) if f is not None]
@@ -191,7 +184,7 @@ def starting_points(space: "RouteSpace") -> list[dict[str, int]]:
                     out.append(candidate)
                 break
     if space._joined_program is not None:  # the joined rows' whose blocks span rows (not spread: a short budget)
-        for c in space.joined.starting_points():
+        for c in example_configs(space.joined):
             if space.needs_joining(c) and c["parallel"] != max(PARALLEL):
                 _add_with_one_parallel_level(space, out, {**c, "join_rows": 1})
     for elements in wanted_roundings(space):  # blocks that need the rounding, hold the target and fit
