@@ -35,9 +35,11 @@ TASKS = ("vgg16.0,vgg16.2,vgg16.5,vgg16.7,vgg16.10,vgg16.12,vgg16.17,vgg16.19,vg
          "conv1x1,conv_bias_relu,depthwise,dilated_conv,grouped_conv,matmul,maxpool")
 
 
-def guesses(task, space, train_dbs: list[str], seed: int) -> tuple[dict, dict, float, int]:
+def guesses(task, space, train_dbs: list[str], seed: int, as_recorded: bool = False) -> tuple[dict, dict, float, int]:
     """(analytic guess, learned guess, seconds for both, trials the learned model saw) over the task's ``space``:
-    the features of a pool made once and ranked by each model."""
+    the features of a pool made once and ranked by each model. ``as_recorded``: the training trials' features
+    as the databases hold them (a network's tasks, which benchmarks/search.py cannot make again by name), not
+    made afresh."""
     from liftpy.tuning.cost_model import DeviceModel
     from liftpy.tuning.guess import features_here, model_search
 
@@ -54,13 +56,19 @@ def guesses(task, space, train_dbs: list[str], seed: int) -> tuple[dict, dict, f
 
     picks = []
     with tempfile.TemporaryDirectory() as directory:
-        db = Path(directory) / "train.sqlite"
-        seen = sum(seed_database(db, train, task.key) for train in train_dbs)
-        for database in (None, TuningDB(db, readonly=True)):
-            model = DeviceModel.of(database, space.device.name)
+        if as_recorded:
+            held_out = unversioned(task.key)
+            trials = [t for train in train_dbs for t in TuningDB(train, readonly=True).trials(
+                device=space.device.name, status="ok") if unversioned(t.task_key) != held_out]
+            models = [DeviceModel(), DeviceModel.of_trials(trials)]
+        else:
+            db = Path(directory) / "train.sqlite"
+            sum(seed_database(db, train, task.key) for train in train_dbs)
+            models = [DeviceModel.of(d, space.device.name) for d in (None, TuningDB(db, readonly=True))]
+        for model in models:
             search = model_search(task, space, model, 1, seed, featurise)
             picks.append(task.complete(search.propose(1)[0]))
-    return picks[0], picks[1], time.perf_counter() - start, seen
+    return picks[0], picks[1], time.perf_counter() - start, len(models[1].rows)
 
 
 def transferred_best(task, space, train_dbs: list[str]) -> dict:
@@ -121,8 +129,8 @@ def main():
     for name, task in named_tasks(args):
         space = task.space(device_info(get_device(None)))  # made once: tens of seconds for a VGG-16 layer
         transferred = transferred_best(task, space, args.train_db)
-        analytic, learned, seconds, seen = guesses(task, space, args.train_db, args.seed) if args.guesses \
-            else (None, None, 0.0, 0)
+        analytic, learned, seconds, seen = (guesses(task, space, args.train_db, args.seed, bool(args.network))
+                                            if args.guesses else (None, None, 0.0, 0))
         best = reference_best(task, references)
         configs = {kind: c for kind, c in zip(ratios, (transferred, analytic, learned)) if c is not None}
         *times, ref_ms = measured_together(task, [*configs.values(), best.config], args.seed + 1)

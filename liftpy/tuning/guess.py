@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Sequence
 
 from .._cache import remembered
+from ..errors import InputError
 from .cost_model import DeviceModel
 from .db import TuningDB
 
-#: candidates a guess featurises and ranks first (the best of 32 times as many random ones, drawn from twice as
-#: many of the route's structures, by their register blocks alone: nothing generated), and the most climbs from
+#: candidates a guess featurises and ranks first (the best of 32 times as many random ones by their register
+#: blocks alone: nothing generated; a smaller guess draws from twice as many structures), and the most climbs from
 #: the best of them (each joins to the pool the half as many neighbours of the best predicted that are best by
-#: their blocks, until the best two are climbed from): 10-40 s for a task in one process, paid once a task and
+#: their blocks, until the best two are climbed from): 15-60 s for a task in one process, paid once a task and
 #: device. ``$LIFTPY_GUESS_POOL`` sets a smaller guess, quicker and rougher (the tests' run takes 2).
 GUESS_POOL = 16
 #: guesses liftpy's cache keeps (a network's distinct layers on a few devices)
@@ -36,8 +37,11 @@ GUESSES_KEPT = 512
 
 
 def guess_pool() -> int:
-    """:data:`GUESS_POOL`, or ``$LIFTPY_GUESS_POOL`` where set."""
-    return max(1, int(os.environ.get("LIFTPY_GUESS_POOL", GUESS_POOL)))
+    """:data:`GUESS_POOL`, or ``$LIFTPY_GUESS_POOL`` where set (a positive integer)."""
+    text = os.environ.get("LIFTPY_GUESS_POOL", str(GUESS_POOL))
+    if not text.strip().isdigit() or int(text) < 1:
+        raise InputError(f"LIFTPY_GUESS_POOL={text!r}: the guess's pool must be a positive integer")
+    return int(text)
 
 
 def model_search(task, space, model: DeviceModel, trials: int, seed: int, featurise=None):
@@ -53,7 +57,7 @@ def model_search(task, space, model: DeviceModel, trials: int, seed: int, featur
     return ModelGuided(space, trials, seed, None, model, featurise or here,
                        lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool, climbs=pool,
                        prefilter=lambda configs: block_figures(space, configs), drawn=32 * pool,
-                       drawn_structures=2 * pool, neighbours=max(2, pool // 2))
+                       drawn_structures=None if pool >= GUESS_POOL else 2 * pool, neighbours=max(2, pool // 2))
 
 
 def features_here(task, space, configs: Sequence[dict]) -> list[dict | None]:
