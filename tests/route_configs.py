@@ -109,7 +109,7 @@ def fitting_registers(space: "RouteSpace", config: Mapping[str, int]) -> dict[st
     return filled(space, config, space.device.vector_registers // 2) or dict(config)
 
 
-# ------------------------------------------------------------------------------------------------ the default
+# ------------------------------------------------------------------------------------------------ one
 def inner_default(space: "RouteSpace") -> dict[str, int]:
     """The two innermost levels that can be blocked together (the inner by its largest divisor up to 8, the outer
     by its largest up to 4), unrolled, two parallel levels, the inner level's accumulators in vectors of the
@@ -134,10 +134,10 @@ def inner_default(space: "RouteSpace") -> dict[str, int]:
 
 
 def example_config(space: "RouteSpace") -> dict[str, int]:
-    """The route's choice without tuning. Where the program pads: a 2D block's outer level in vectors, its inputs
-    relaid, the padding copied (vectors along the inner level would read through the padding, one test per lane),
-    its step within a CPU's vector registers; else the inner level's vectors with the padding copied rotated (its
-    pixels side by side, as the vectors read them). Elsewhere :func:`inner_default`."""
+    """A blocked configuration (the retired default). Where the program pads: a 2D block's outer level in vectors, its
+    inputs relaid, the padding copied (vectors along the inner level would read through the padding, one test per
+    lane), its step within a CPU's vector registers; else the inner level's vectors with the padding copied rotated
+    (its pixels side by side, as the vectors read them). Elsewhere :func:`inner_default`."""
     inner = inner_default(space)
     if space.pads:
         fitting = (fitting_registers(space, c) for c in outer_vectors(space, inner))
@@ -149,16 +149,16 @@ def example_config(space: "RouteSpace") -> dict[str, int]:
     return inner
 
 
-# ------------------------------------------------------------------------------------------------ starting points
+# ------------------------------------------------------------------------------------------------ many
 def example_configs(space: "RouteSpace") -> list[dict[str, int]]:
-    """The configurations a search tries first, each valid and once: the default; each kind of vectors with its
-    block grown to fill the registers (for each of :func:`accumulator_targets`, the most first); each other kind
-    of vectors and padding copy once; the default with its sum's loops in the other order; the rotated copies'
-    blocks grown narrow; then each of these spread over every parallel level (its sum's loops in the other order
-    where that is valid); then, where the rows can be joined, the joined rows' starting points whose blocks span
-    rows; last, where a register target asks for an innermost block its level does not allow, the blocks filled in
-    the level rounded up. The joined and rounded ones also with one parallel level (each work-item walking all the
-    windows, its block of weights kept in its cache)."""
+    """Varied configurations (the retired starting points), each valid and once: :func:`example_config`; each kind of
+    vectors with its block grown to fill the registers (for each of :func:`accumulator_targets`, the most first);
+    each other kind of vectors and padding copy once; the default with its sum's loops in the other order; the
+    rotated copies' blocks grown narrow; then each of these spread over every parallel level (its sum's loops in the
+    other order where that is valid); then, where the rows can be joined, the joined rows' starting points whose
+    blocks span rows; last, where a register target asks for an innermost block its level does not allow, the blocks
+    filled in the level rounded up. The joined and rounded ones also with one parallel level (each work-item walking
+    all the windows, its block of weights kept in its cache)."""
     inner = inner_default(space)
     outer = outer_vectors(space, inner)
     relaid = [c for c in outer if c["vector_outer"] == RELAID]

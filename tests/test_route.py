@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import liftpy
+import liftpy.nn as nn
 from liftpy import arith
 from liftpy.codegen import kir
 from liftpy.codegen.c import CExpr, Guarded, MemRef, VectorOf, VLoad
@@ -223,16 +224,34 @@ def test_pretty_printed_best_program_parses_back():
 
 
 def test_neighbours_change_one_choice_and_are_valid():
-    """A local search's moves: each neighbour differs in one choice and is a configuration of the space."""
+    """A local search's moves: each neighbour differs in one choice (or in its vectors' width and a block by the
+    same factor) and is a configuration of the space."""
     space, *_ = _space("matmul")
     config = example_config(space)
     neighbours = space.neighbours(config)
     assert neighbours and config not in neighbours
     for n in neighbours:
-        assert sum(n[k] != config[k] for k in config) == 1 and space.valid(n)
+        changed = {k for k in config if n[k] != config[k]}
+        assert len(changed) == 1 or (len(changed) == 2 and "vector" in changed), changed
+        assert space.valid(n)
         space.lower(n)  # the route makes it
     assert {k for n in neighbours for k in n if n[k] != config[k]} >= {"parallel", "block.aRow", "vector"}
     assert not space.valid({**config, "vector": 3}) and not space.valid({**config, "parallel": 4})
+
+
+def test_a_move_widens_the_vectors_and_their_block_together():
+    """From 4 kernels in one vector of 4 by 13 windows (13 is prime: no block of windows but 13), one move reaches 8
+    kernels in one vector of 8 -- as many accumulators, twice the lanes -- and back; that block then computes
+    what numpy does."""
+    space = nn.conv_space(input=(8, 13, 13), kernels=(16, 1, 1))
+    narrow = {**example_config(space), "block.kernelWeights": 4, "block.window": 13, "vector": 4, "vector_outer": 2,
+              "unroll": 1}
+    wide = {**narrow, "block.kernelWeights": 8, "vector": 8}
+    assert space.valid(narrow) and space.valid(wide)
+    assert wide in space.neighbours(narrow) and narrow in space.neighbours(wide)
+    x = np.random.default_rng(5).standard_normal((1, 8, 13, 13)).astype(np.float32)
+    w = np.random.default_rng(6).standard_normal((16, 8, 1, 1)).astype(np.float32)
+    _close(nn.conv2d(x, w, config=wide), reference.conv2d_nchw(x, w, np.zeros(16, np.float32), (1, 1), (0, 0, 0, 0)))
 
 
 def test_the_default_keeps_the_inner_block_in_vectors():

@@ -1,10 +1,11 @@
 """The moves of the local search: the valid configurations one step away from a configuration.
 
-A step changes one choice (a block one divisor smaller or larger, a width halved or doubled, a structural
-choice switched), moves a prime factor from one block of a 2D block to the other (its shape changed, its
-accumulators kept, as Ansor mutates tile sizes), rounds the innermost level up for a block that does not divide
-it, or joins or unjoins the rows. :func:`adapted` makes another task's configuration one of a space's (the same
-choices, its blocks the nearest the space allows): how a search starts from what won on a similar task.
+A step changes one choice (a block one divisor smaller or larger, a width halved or doubled, a structural choice
+switched), doubles or halves the vectors with a block as many vectors long, moves a prime factor from one block of a
+2D block to the other (its shape changed, its accumulators kept, as Ansor mutates tile sizes), rounds the innermost
+level up for a block that does not divide it, or joins or unjoins the rows. :func:`adapted` makes another task's
+configuration one of a space's (the same choices, its blocks the nearest the space allows): how a search starts from
+what won on a similar task.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def rounding_moves(space: "RouteSpace", config: Mapping[str, int]) -> list[dict[
 def one_choice(space: "RouteSpace", config: Mapping[str, int]) -> list[dict[str, int]]:
     """The valid configurations of ``space`` that differ from ``config`` in one choice -- a block one divisor
     smaller or larger (or unblocked), a width, work-group size, number of partial sums or chunk halved or doubled
-    (or none), any other value of a structural choice -- or in a prime factor moved between the blocks of a 2D
-    block."""
+    (or none), any other value of a structural choice -- in the vector width doubled or halved with a block as
+    many vectors long, or in a prime factor moved between the blocks of a 2D block."""
     base = {**ABSENT, **config}
     candidates: dict[str, list[int]] = {
         "parallel": list(PARALLEL), "sequential_outer": list(SEQUENTIAL_OUTER), "unroll": list(UNROLL),
@@ -82,6 +83,12 @@ def one_choice(space: "RouteSpace", config: Mapping[str, int]) -> list[dict[str,
             if space.valid(changed) and changed not in out:
                 out.append(changed)
     blocked = [level.key for level in space.levels if base[level.key] > 1]
+    if base["vector"]:  # wider or narrower vectors, a block's as many of them: its accumulators kept
+        for key in blocked:
+            for changed in ({**base, "vector": base["vector"] * 2, key: base[key] * 2},
+                            {**base, "vector": base["vector"] // 2, key: base[key] // 2}):
+                if changed["vector"] >= 2 and space.valid(changed) and changed not in out:
+                    out.append(changed)
     for source, target in itertools.permutations(blocked, 2):
         for factor in prime_factors(base[source]):
             changed = {**base, source: base[source] // factor, target: base[target] * factor}
