@@ -20,6 +20,7 @@ from liftpy.tuning.program import ProgramTask, check_reference, reduced_sizes
 from . import reference
 from .test_programs import PROGRAMS
 from .conftest import QUIET
+from .route_configs import example_configs
 
 CONV = PROGRAMS / "conv_bias_relu.lift"
 CONV_SIZES = {"N": 1, "C": 4, "H": 9, "W": 10, "K": 6, "kernelHeight": 3, "kernelWidth": 3,
@@ -61,8 +62,14 @@ def test_tune_a_program_from_python_and_run_the_best(tmp_path):
 def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_path):
     """A database from before ``pad_copy`` existed (its configurations lack it) resumes: its trials count
     as the configurations with the choice's value by absence, and the search measures only new ones."""
+    from liftpy.tuning import LocalSearch
+
+    def padded_in_place_first(space, trials, seed, first):  # configurations that read the padding where it lies
+        return LocalSearch(space, trials, seed, [c for c in example_configs(space) if c["pad_copy"] == 0][:2])
+
+    options = {**QUIET, "strategy": padded_in_place_first}
     db = tmp_path / "t.sqlite"
-    liftpy.tune(CONV, sizes=CONV_SIZES, trials=4, db=db, repeat=1, **QUIET, confirm=0)
+    liftpy.tune(CONV, sizes=CONV_SIZES, trials=4, db=db, repeat=1, confirm=0, **options)
     with sqlite3.connect(db) as conn:
         for row_id, text in conn.execute("SELECT id, config FROM trials").fetchall():
             config = json.loads(text)
@@ -70,7 +77,7 @@ def test_trials_recorded_before_a_choice_existed_are_resumed_not_repeated(tmp_pa
                 conn.execute("UPDATE trials SET config = ? WHERE id = ?", (json.dumps(config, sort_keys=True), row_id))
         old = conn.execute("SELECT COUNT(*) FROM trials WHERE config NOT LIKE '%pad_copy%'").fetchone()[0]
     assert old >= 1
-    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=7, db=db, repeat=1, **QUIET, confirm=0)
+    again = liftpy.tune(CONV, sizes=CONV_SIZES, trials=7, db=db, repeat=1, confirm=0, **options)
     completed = [tuple(sorted({"pad_copy": 0, **t.config}.items())) for t in again.trials]
     assert len(completed) == 7 == len(set(completed))
 

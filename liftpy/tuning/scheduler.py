@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 #: the weight of the recent improvement against the optimistic guess (Ansor's alpha)
 ALPHA = 0.2
 #: a slot's first batch, at most: the trials its search's own opinions take (the best of the device's most
-#: similar task, the analytic model's pick, the learned model's); the rest of the
-#: budget goes where the total gains most, not evenly (benchmarks/results/networks-tuning-budget-b42541d-zen3.txt)
+#: similar task, the analytic model's pick, the learned model's); the rest of the budget goes where the total
+#: gains most, not evenly (benchmarks/results/networks-tuning-budget-b42541d-zen3.txt)
 FIRST_TRIALS = 3
 
 

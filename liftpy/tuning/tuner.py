@@ -62,9 +62,9 @@ STRATEGIES = ("model", "local", "random")
 #: of a second: a search of a few trials need not pay a minute to rank them)
 MODEL_POOL = 64
 POOL_PER_TRIAL = 8
-#: the random configurations of which a model-guided search featurises
-#: its pool, the best by their register blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool,
-#: random ones of as many structures as the pool has candidates (each structure's sketch made costs)
+#: the random configurations of which a model-guided search featurises its pool, the best by their register
+#: blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool, drawn from as many structures as the
+#: pool has candidates (each structure's sketch made costs)
 DRAWN_PER_POOL = 4
 #: the climbs of a model-guided search (the neighbours of its best predicted, before a batch): one each
 #: CLIMB_TRIALS trials of its budget, at most MODEL_CLIMBS (a climb generates a few dozen candidates: a search
