@@ -11,8 +11,8 @@ from liftpy import nn
 from liftpy.device import Device
 from liftpy.nn.winograd import winograd_task
 from liftpy.tuning import ProgramTask
-from liftpy.tuning.cost_model import (LAUNCH_MS, AnalyticModel, DeviceModel, LearnedModel, io_lower_bound,
-                                      kendall_tau, top_recall, traffic_lower_bound, window_reuse)
+from liftpy.tuning.cost_model import (LAUNCH_MS, OUT_OF_ORDER_WINDOW, AnalyticModel, DeviceModel, LearnedModel,
+                                      io_lower_bound, kendall_tau, top_recall, traffic_lower_bound, window_reuse)
 from liftpy.tuning.features import FEATURES_VERSION, NAMES, program_features
 
 from .test_features import CPU, generated_candidates
@@ -68,7 +68,8 @@ def test_the_least_traffic_of_a_call_is_its_inputs_and_output_or_the_bound_which
 def features(**values):
     base = dict.fromkeys(NAMES, 1.0)
     base.update(compute_units=4, preferred_vector=8, work_groups=64, reduction_updates=1e6,
-                global_read_bytes=1e5, global_written_bytes=1e4, vector_width=8, private_share=0.5, kernels=1)
+                global_read_bytes=1e5, global_written_bytes=1e4, vector_width=8, private_share=0.5, kernels=1,
+                reduction_chain=1e3)
     base.update(values, version=FEATURES_VERSION)
     return base
 
@@ -93,6 +94,27 @@ def test_the_analytic_model_prefers_fewer_loads_and_lines_enough_accumulators_bu
                                                                         rel=1e-3)
     assert time(work_groups=1) == pytest.approx(4 * time(), rel=1e-2)
     assert time(accumulators=2, accumulator_share=2 / 16, is_cpu=0) == pytest.approx(time(), rel=1e-3)
+
+
+def test_a_short_chain_of_updates_overlaps_the_next_outputs_in_the_cores_window():
+    """A core keeps OUT_OF_ORDER_WINDOW instructions in flight: one accumulator of a pooling's 9 updates (a load
+    each: 18 instructions) overlaps 320 / 18 > 8 such chains, enough to hide the latency; a chain of 40 such
+    updates overlaps 4 (half of the 8 the pipes need: twice the time of a full pipe); one of 160 or more, or one
+    of a trial featurised before the chain was read, none (8 times)."""
+    model = AnalyticModel()
+
+    def time(**values):
+        given = {"update_instructions": 1e6, "load_instructions": 1e6, "accumulators": 1,
+                 "accumulator_share": 1 / 16, "is_cpu": 1, **values}
+        return model.predict([features(**given)])[0] - LAUNCH_MS
+
+    full = time(accumulators=8, accumulator_share=0.5)
+    assert OUT_OF_ORDER_WINDOW == 320
+    assert time(reduction_chain=9) == pytest.approx(full, rel=1e-3)
+    assert time(reduction_chain=40) == pytest.approx(2 * full, rel=1e-3)
+    assert time(reduction_chain=160) == pytest.approx(8 * full, rel=1e-3)
+    assert time(reduction_chain=float("nan")) == pytest.approx(8 * full, rel=1e-3)
+    assert time(reduction_chain=40, is_cpu=0) == pytest.approx(full, rel=1e-3)
 
 
 def test_the_analytic_model_reads_an_older_trial_by_its_traffic_and_vectors():

@@ -46,6 +46,7 @@ def test_every_candidate_of_a_product_makes_m_n_k_multiply_adds():
             assert m * n * k < features["reduction_updates"] <= 2 * m * n * k, config
         else:
             assert features["reduction_updates"] == m * n * k, config
+            assert features["reduction_chain"] == k, config  # each output waits on its k updates in turn
         assert features["global_written_bytes"] >= 4 * m * n
         seen += 1
     assert seen >= 4
@@ -63,6 +64,7 @@ def test_every_candidate_of_a_convolution_makes_one_multiply_add_per_output_chan
         assert features["reduction_updates"] >= k * out * c * r * r, config
         if not config.get("round_up") and not split(config):  # a rounded-up map computes outputs it then crops
             assert features["reduction_updates"] == k * out * c * r * r, config
+            assert features["reduction_chain"] == c * r * r, config
         seen += 1
     assert seen >= 4
 

@@ -8,12 +8,14 @@ faster), and learns from measured trials. Two exist:
   the slower of the two, and a cycle for each cache line its loads bring from the next level (a step's loads
   that move by a row or a plane wait on a line each; those that stream along a row, on one every few steps);
   on a CPU stretched where too few independent accumulators leave the pipes waiting on a multiply-add's
-  latency, and where the accumulators and a step's operands (the vectors it loads, a value broadcast) do not
-  fit the registers (the accumulators left out loaded and stored at every update); spread over the compute units
-  its work-groups keep busy. :meth:`~AnalyticModel.block_cycles` is the same count for a register block from
-  its configuration alone, before anything is generated. Its figure orders candidates of one
-  task; it knows nothing a device's measurements would teach. (A candidate featurised before the instructions
-  were counted is taken as the slower of moving its global bytes and making its multiply-adds.)
+  latency (unless each output's chain of updates is short enough that the core's out-of-order window holds the
+  next outputs' chains too: a pooling's nine steps), and where the accumulators and a step's operands (the
+  vectors it loads, a value broadcast) do not fit the registers (the accumulators left out loaded and stored at
+  every update); spread over the compute units its work-groups keep busy. :meth:`~AnalyticModel.block_cycles`
+  is the same count for a register block from its configuration alone, before anything is generated. Its figure
+  orders candidates of one task; it knows nothing a device's measurements would teach. (A candidate featurised
+  before the instructions were counted is taken as the slower of moving its global bytes and making its
+  multiply-adds.)
 - :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
   model TVM's and Ansor's tuners found to rank candidates well) fitted to the logarithm of the measured times of
   every task of a device, each over its task's fastest, so that what it learns on one layer carries to the
@@ -42,6 +44,9 @@ NOMINAL_BYTES_PER_MS = 4.0e6
 FMA_PER_CYCLE = 2
 LOADS_PER_CYCLE = 2
 FMA_LATENCY = 4
+#: instructions a core keeps in flight (its reorder buffer: 200 to 600 on the x86 and Arm big cores of the last
+#: decade): the independent chains of updates it overlaps are those within this many instructions
+OUT_OF_ORDER_WINDOW = 320
 #: cache lines a core's first-level cache takes in a cycle from the next level (64 bytes a cycle)
 LINES_PER_CYCLE = 1
 #: what a kernel's launch costs, in the figure's milliseconds
@@ -138,10 +143,12 @@ class AnalyticModel:
         busy = min(1.0, f["work_groups"] / units) if f["work_groups"] else 1.0  # units with a group to run
         if not math.isnan(f.get("update_instructions", math.nan)):
             cache_lines = f.get("cache_lines", math.nan)
-            cycles = _step_cycles(max(1.0, f["update_instructions"]), f["load_instructions"],
-                                  max(1.0, f.get("accumulators", 1.0)), f.get("accumulator_share", 0.0), f["is_cpu"],
-                                  0.0 if math.isnan(cache_lines) else cache_lines,
-                                  _known(f.get("step_operands"), STEP_OPERANDS))
+            updates, accumulators = max(1.0, f["update_instructions"]), max(1.0, f.get("accumulators", 1.0))
+            cycles = _step_cycles(updates, f["load_instructions"], accumulators, f.get("accumulator_share", 0.0),
+                                  f["is_cpu"], 0.0 if math.isnan(cache_lines) else cache_lines,
+                                  _known(f.get("step_operands"), STEP_OPERANDS),
+                                  _overlapped(f.get("reduction_chain"), accumulators,
+                                              1 + f["load_instructions"] / updates))
             return cycles / NOMINAL_UPDATES_PER_MS / units / busy + LAUNCH_MS * f["kernels"]
         lanes = max(1.0, min(f["vector_width"], f["preferred_vector"]))
         arithmetic = f["reduction_updates"] / (units * lanes * NOMINAL_UPDATES_PER_MS)
@@ -160,19 +167,28 @@ def block_figures(space, configs: Sequence[Mapping[str, int]]) -> list[float]:
 
 
 def _step_cycles(updates: float, loads: float, accumulators: float, share: float, is_cpu: float,
-                 cache_lines: float = 0.0, operands: float = STEP_OPERANDS) -> float:
+                 cache_lines: float = 0.0, operands: float = STEP_OPERANDS, overlapped: float = 1.0) -> float:
     """Cycles of ``updates`` multiply-add and ``loads`` load instructions into ``accumulators`` vector
     accumulators (``share``: of the device's vector registers) with ``operands`` registers of a step's values
     beside them, and ``cache_lines`` new lines: the slower of the pipes, each accumulator that does not fit
-    loaded and stored at every update, a cycle a new line; on a CPU stretched where too few accumulators leave
-    the pipes waiting on a multiply-add's latency."""
+    loaded and stored at every update, a cycle a new line; on a CPU stretched where too few accumulators --
+    ``overlapped`` times as many where the core runs several outputs' chains at once (:func:`_overlapped`) --
+    leave the pipes waiting on a multiply-add's latency."""
     registers = accumulators / share if share > 0 else math.inf
     spilled = min(accumulators, max(0.0, accumulators + operands - registers))
     loads = loads + 2 * updates * spilled / accumulators
     cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE) + cache_lines / LINES_PER_CYCLE
     if is_cpu:
-        cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / accumulators)
+        cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / (accumulators * overlapped))
     return cycles
+
+
+def _overlapped(chain, accumulators: float, instructions_per_update: float) -> float:
+    """How many blocks' chains of updates a core runs at once: those within its out-of-order window, where a
+    chain of ``chain`` updates into each of ``accumulators`` spans ``chain * accumulators *
+    instructions_per_update`` instructions (1 where the chain is not known, or longer than the window)."""
+    chain = _known(chain, math.inf)
+    return max(1.0, OUT_OF_ORDER_WINDOW / (max(1.0, chain) * accumulators * instructions_per_update))
 
 
 def _known(value, otherwise: float) -> float:
@@ -241,7 +257,8 @@ class LearnedModel:
 #: were), counts as their logarithms (sizes differ by orders of magnitude between tasks), and the analytic
 #: model's figure, which carries what the formula knows
 _COUNTS = {"global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores", "local_stores",
-           "global_stores", "work_items", "work_groups", "group_size", "private_bytes", "local_bytes"}
+           "global_stores", "work_items", "work_groups", "group_size", "private_bytes", "local_bytes",
+           "reduction_chain"}
 _COLUMNS = (*NAMES, *CHOICE_NAMES, "analytic")
 
 

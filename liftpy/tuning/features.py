@@ -17,7 +17,10 @@ often each statement runs (its loops' trip counts, the parallel ones included):
   or more a step brings its lines each step, one that streams along a row a line every few steps, one that
   does not move with the loop around it none), and how many of them jump a page or more a step.
 
-Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item).
+Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item), and
+the *reduction chain*: the updates each output waits on in turn (a 3x3 pooling's 9, a convolution's ``C kh kw``),
+which tells a long dependent chain from a short one the core overlaps with the next (a trial featurised before it
+existed lacks it: a model reads it as unknown).
 :func:`choice_features` adds what the route's configuration says that the IR shows only in pieces: each choice
 of :data:`~liftpy.rewrite.route.CHOICES`, and its register block -- the outputs a work-item keeps, the
 accumulators they take against the device's vector registers, the values a step loads per update.
@@ -47,7 +50,7 @@ NAMES = (
     "waves", "updates_per_item", "private_bytes", "private_share", "registers", "local_bytes", "local_share",
     "vector_width", "vector_share", "kernels", "unrolled_blocks", "compute_units", "preferred_vector",
     "is_cpu", "load_instructions", "update_instructions", "loads_per_update_instruction",
-    "cache_lines", "far_loads", "lines_per_update",
+    "cache_lines", "far_loads", "lines_per_update", "reduction_chain",
 )
 
 
@@ -154,8 +157,15 @@ def program_features(generated, device: Device) -> dict[str, float]:
         "is_cpu": float(device.is_cpu),
         "loads_per_update_instruction": totals["load_instructions"] / max(1.0, totals["update_instructions"]),
         "lines_per_update": totals["cache_lines"] / max(1.0, totals["update_instructions"]),
+        "reduction_chain": totals["reduction_updates"] / _output_elements(generated),
     }
     return {name: float(out[name]) for name in NAMES}
+
+
+def _output_elements(generated) -> float:
+    """The elements of a generated program's output (1 where it names none)."""
+    output = next((b for b in generated.buffers if b.role == "output"), None)
+    return float(max(1, math.prod(output.shape))) if output is not None else 1.0
 
 
 #: what :func:`_weighted_counts` counts
