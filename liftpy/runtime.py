@@ -378,6 +378,20 @@ def _check_work_groups(kernels, device) -> None:
                 f"{device.name.strip()}, it allows at most {limit} (its registers or local memory)")
 
 
+def launch(queue, launches) -> list:
+    """Enqueue ``launches`` ((kernel, global size, local size, name), their arguments set:
+    :meth:`PreparedProgram.bind`) and return their events without waiting."""
+    cl = _cl()
+    events = []
+    for kernel, global_size, local_size, name in launches:
+        try:
+            events.append(cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size))
+        except cl.Error as e:
+            raise DeviceError(f"launching {name} with global size {global_size} and local size {local_size} "
+                              f"failed: {e}") from None
+    return events
+
+
 class PreparedProgram:
     """An executable with its device state kept between calls: kernels created once, the constant inputs (a
     layer's weights) uploaded once, intermediate buffers allocated once. ``run`` takes the other inputs and
@@ -613,21 +627,20 @@ class PreparedProgram:
         by name -- and return their events without waiting: no host copy, no wait, so that a network chains
         programs with its activations on the device (the queue runs in order). The program must be prepared
         with ``zero_copy`` (it then keeps no buffer of its own for its inputs and output)."""
-        cl = _cl()
+        return launch(self.queue, self.bind(buffers))
+
+    def bind(self, buffers: Mapping[str, object]) -> tuple:
+        """Set the arguments :meth:`enqueue` sets to ``buffers`` and return the launches that run the program on
+        them (for :func:`launch`): a caller that runs again on the same buffers launches those alone, its
+        arguments set once (a network's call then costs its host a launch per kernel, not a step's Python)."""
         if not self.zero_copy:
             raise InternalError(f"{self.executable.generated.function}: enqueue needs a program prepared with "
                                 "zero_copy=True")
-        events = []
         for (plan, kernel), mine in zip(self.kernels, self._call_args):
             for position, name in mine:
                 kernel.set_arg(position, buffers[name])
-            try:
-                events.append(cl.enqueue_nd_range_kernel(self.queue, kernel, plan.launch.global_size,
-                                                         plan.launch.local_size))
-            except cl.Error as e:
-                raise DeviceError(f"launching {plan.name} with global size {plan.launch.global_size} and local "
-                                  f"size {plan.launch.local_size} failed: {e}") from None
-        return events
+        return tuple((kernel, plan.launch.global_size, plan.launch.local_size, plan.name) for plan, kernel in
+                     self.kernels)
 
     def _check_given(self, inputs: Mapping[str, object]) -> None:
         """The error for inputs other than the call's: an unknown name, one missing, or a constant again."""

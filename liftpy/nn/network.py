@@ -256,6 +256,7 @@ class PreparedNetwork:
         self.compile_s = time.perf_counter() - start
         self.plan = MemoryPlan.make(network, parts=self.parts)
         self.buffers = self._buffers(self.plan)
+        self._bound = None  # the buffers the steps' kernels were last bound to, and their launches
         self.step_ms: list[float] | None = None
 
     @property
@@ -381,20 +382,18 @@ class PreparedNetwork:
     def _run(self, hosts, buffers: Mapping[str, object], profile: bool, every: bool = False) -> dict[str, np.ndarray]:
         """One call on ``buffers`` (each tensor's, :meth:`_buffers`); with ``every``, every step's output read."""
         from ..errors import DeviceError
-        from ..runtime import _cl, _event_ms
+        from ..runtime import _cl, _event_ms, launch
 
         cl = _cl()
         network = self.network
         for name, host in hosts.items():
             cl.enqueue_copy(self.queue, buffers[name], host, is_blocking=False)
-        events = []
-        for step, program in zip(network.steps, self.programs):
-            if program is None:  # written by its inputs' steps
-                events.append([])
-                continue
-            given = {param: buffers[tensor] for param, tensor in step.reads}
-            given[program.executable.generated.output] = buffers[step.output]
-            events.append(program.enqueue(given))
+        if self._bound is None or self._bound[0] is not buffers:  # each kernel's arguments set once per buffers
+            self._bound = (buffers, [() if program is None else program.bind(
+                {**{param: buffers[tensor] for param, tensor in step.reads},
+                 program.executable.generated.output: buffers[step.output]})
+                for step, program in zip(network.steps, self.programs)])
+        events = [launch(self.queue, launches) for launches in self._bound[1]]
         wanted = [step.output for step in network.steps] if every else list(network.outputs)
         results = {}
         try:
