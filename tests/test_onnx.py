@@ -49,8 +49,10 @@ def test_a_residual_network_agrees_with_onnx_runtime(batch):
     y = prepared.run({"x": x})["y"]  # the checked first call
     assert prepared.checked
     assert agrees(y, onnx_runtime(model, x))
-    again = prepared.run({"x": -x})["y"]  # the planned buffers, reused
+    again = prepared.run({"x": -x})["y"]  # the planned buffers, the kernels' arguments bound to them
     assert agrees(again, onnx_runtime(model, -x))
+    third = prepared.run({"x": 2 * x})["y"]  # launched again as bound
+    assert agrees(third, onnx_runtime(model, 2 * x))
 
 
 def test_a_residual_add_fused_into_its_convolution_agrees_with_onnx_runtime():

@@ -63,9 +63,10 @@ STRATEGIES = ("model", "local", "random")
 MODEL_POOL = 64
 POOL_PER_TRIAL = 8
 #: the random configurations of which a model-guided search featurises its pool, the best by their register
-#: blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool, drawn from as many structures as the
-#: pool has candidates (each structure's sketch made costs)
-DRAWN_PER_POOL = 4
+#: blocks alone (nothing generated): DRAWN_PER_POOL for each in the pool and at least LEAST_DRAWN, from as many
+#: structures as the pool has candidates (each structure's sketch made costs; a draw within the sketches made
+#: costs little, and a network's small task, its pool 24, then still meets its structures' best blocks)
+DRAWN_PER_POOL, LEAST_DRAWN = 4, 512
 #: the climbs of a model-guided search (the neighbours of its best predicted, before a batch): one each
 #: CLIMB_TRIALS trials of its budget, at most MODEL_CLIMBS (a climb generates a few dozen candidates: a search
 #: of a few trials, a network's small task, pays none)
@@ -247,7 +248,8 @@ class Tuner:
             return ModelGuided(space, trials, self.seed, None, model, lambda configs: self._featurise(task, configs),
                                lambda features, time_ms: model.learn(features, time_ms, task.key), pool=pool,
                                climbs=min(MODEL_CLIMBS, trials // CLIMB_TRIALS), second_opinion=AnalyticModel(),
-                               prefilter=lambda configs: block_figures(space, configs), drawn=DRAWN_PER_POOL * pool,
+                               prefilter=lambda configs: block_figures(space, configs),
+                               drawn=max(LEAST_DRAWN, DRAWN_PER_POOL * pool),
                                drawn_structures=pool, elsewhere=elsewhere)
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, None)
