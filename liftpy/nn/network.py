@@ -442,6 +442,7 @@ class PreparedNetwork:
                 cl.enqueue_fill_buffer(self.queue, buffers[tensor], np.float32(np.nan), 0, max(size, 4))
         values = {name: host.reshape(network.shapes[name]) for name, host in hosts.items()}
         values.update(self._run(hosts, buffers, profile=False, every=True))
+        self._bound = None  # the next call binds the planned buffers; these are released
         for step in network.steps:
             inputs = {param: _read(values, network, tensor) for param, tensor in step.reads}
             expected, tolerance = step.expected(inputs)
