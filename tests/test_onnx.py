@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from onnx import TensorProto, helper
+from onnx import helper
 
 import liftpy.onnx
 from liftpy.errors import InputError, LiftError
