@@ -134,6 +134,7 @@ def program_features(generated, device: Device) -> dict[str, float]:
         local_bytes = max(local_bytes, sum(m.bytes for m in ir.locals))
         width = max(width, _widest_vector(ir))
     units = max(1, device.compute_units)
+    output_elements = math.prod(generated.buffer(generated.output).shape)
     moved = totals["global_read_bytes"] + totals["global_written_bytes"]
     out = {
         **totals,
@@ -157,15 +158,9 @@ def program_features(generated, device: Device) -> dict[str, float]:
         "is_cpu": float(device.is_cpu),
         "loads_per_update_instruction": totals["load_instructions"] / max(1.0, totals["update_instructions"]),
         "lines_per_update": totals["cache_lines"] / max(1.0, totals["update_instructions"]),
-        "reduction_chain": totals["reduction_updates"] / _output_elements(generated),
+        "reduction_chain": totals["reduction_updates"] / max(1, output_elements),
     }
     return {name: float(out[name]) for name in NAMES}
-
-
-def _output_elements(generated) -> float:
-    """The elements of a generated program's output (1 where it names none)."""
-    output = next((b for b in generated.buffers if b.role == "output"), None)
-    return float(max(1, math.prod(output.shape))) if output is not None else 1.0
 
 
 #: what :func:`_weighted_counts` counts
