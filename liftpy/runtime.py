@@ -552,10 +552,12 @@ class PreparedProgram:
             raise DeviceError(f"running {function} failed: {e}") from None
 
     def run(self, inputs: Mapping[str, object] | None = None, repeat: int = 1, warmup: int = 0,
-            poison: bool = False) -> RunResult:
+            poison: bool = False, cold: "CacheFlush | None" = None) -> RunResult:
         """Run every kernel in order on ``inputs`` (the non-constant ones); ``kernel_ms`` is the median over
         ``repeat`` runs after ``warmup``. With ``poison``, the output and intermediate buffers are filled with
-        NaN first, so that what the check sees was written by this run."""
+        NaN first, so that what the check sees was written by this run. With ``cold``, each run starts as a
+        network's step does: the caches filled with other data, then its inputs written again, as the steps
+        producing them leave them (:class:`CacheFlush`; its copies' time is not the kernels')."""
         cl = _cl()
         if repeat < 1 or warmup < 0:
             raise InputError(f"repeat must be at least 1 and warmup at least 0, got {repeat} and {warmup}")
@@ -587,7 +589,12 @@ class PreparedProgram:
                 buffer = values[b.name] if b.name in values else self.buffers[b.name]
                 cl.enqueue_fill_buffer(self.queue, buffer, _poison(b.dtype), 0, max(b.bytes, 4))
         runs: list[list] = []  # each measured iteration's kernel events
+        written = [] if cold is None else [  # each input's buffer and a copy of what this call gave it
+            (values[name] if self.zero_copy else self.buffers[name], cold.kept(host))
+            for name, host in zip([n for n in inputs if n not in self.scalars], keep_alive)]
         for iteration in range(warmup + repeat):
+            if cold is not None:
+                cold(written)
             events = []
             for plan, kernel in self.kernels:
                 try:
@@ -652,6 +659,44 @@ class PreparedProgram:
         twice = sorted(self.constant_names & set(inputs))
         if twice:
             raise InputError(f"{', '.join(twice)} was given when the program was prepared; it cannot change")
+
+
+class CacheFlush:
+    """What a network's other steps leave in the device's caches, for timing one step as the network runs it:
+    a device copy that passes as many bytes through the caches as the global memory cache holds
+    (``CL_DEVICE_GLOBAL_MEM_CACHE_SIZE``, half read, half written; TVM's ``enable_cpu_cache_flush``), then the
+    step's inputs written again by the device, as the steps producing them leave them: its weights cold, its
+    inputs warm. ``ms`` is one copy's time, measured when it is made."""
+
+    #: what a device that reports no cache size is taken to have
+    DEFAULT_CACHE_BYTES = 32 << 20
+
+    def __init__(self, device):
+        cl = _cl()
+        context, self.queue = context_and_queue(device)
+        self.bytes = max(4096, (device.global_mem_cache_size or self.DEFAULT_CACHE_BYTES) // 2)
+        self._context = context
+        self._source = cl.Buffer(context, cl.mem_flags.READ_WRITE, self.bytes)
+        self._target = cl.Buffer(context, cl.mem_flags.READ_WRITE, self.bytes)
+        cl.enqueue_fill_buffer(self.queue, self._source, np.float32(0), 0, self.bytes)
+        self()
+        event = self()
+        event.wait()
+        self.ms = _event_ms(event)
+
+    def kept(self, host: np.ndarray):
+        """A device buffer holding a copy of ``host`` as it is now: what :meth:`__call__` writes an input from."""
+        cl = _cl()
+        return cl.Buffer(self._context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+    def __call__(self, inputs=()):
+        """Enqueue the copy, then for each (input's buffer, :meth:`kept` copy) of ``inputs`` a device copy of the
+        one into the other (without waiting); the flush's event."""
+        cl = _cl()
+        event = cl.enqueue_copy(self.queue, self._target, self._source, byte_count=self.bytes)
+        for buffer, kept in inputs:
+            cl.enqueue_copy(self.queue, buffer, kept, byte_count=kept.size)
+        return event
 
 
 def _event_ms(event) -> float:

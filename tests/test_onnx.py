@@ -4,6 +4,7 @@ first call's check; refusals at load."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 
@@ -370,6 +371,10 @@ def test_a_network_is_tuned_with_one_budget_and_then_runs_its_tuned_configuratio
     assert "4 of 4 steps tuned" in done.stdout and "route default" not in done.stdout
     prepared = net.prepare(db=db)
     assert set(prepared.bests) == {task for task, _ in net.tasks()}
+    # a network's steps are timed cold (as the network leaves the caches), their trials apart from a warm task's
+    with sqlite3.connect(db) as connection:
+        keys = {key for key, in connection.execute("SELECT DISTINCT task_key FROM trials")}
+    assert {task.key for task, _ in net.tasks()} <= keys and all(key.endswith(" cold") for key in keys)
     x = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
     assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
 

@@ -58,6 +58,60 @@ def test_the_race_stops_the_rounds_of_candidates_far_behind_the_leader():
     assert [len(r["times_ms"]) for r in kept] == [4, 4] and not any(r["cause"] for r in kept)
 
 
+def test_a_cold_batch_runs_each_call_after_a_copy_through_the_devices_caches():
+    """Timing(cold=True): every timed call (and warm-up call) is preceded by a CacheFlush, a device copy of half
+    the device's cache size; its time is left out of the kernels'."""
+    import numpy as np
+
+    from liftpy.runtime import CacheFlush, get_device
+
+    device = get_device()
+    flush = CacheFlush(device)
+    assert flush.bytes == max(4096, (device.global_mem_cache_size or CacheFlush.DEFAULT_CACHE_BYTES) // 2)
+    assert flush.ms > 0
+    pattern = np.arange(flush.bytes // 4, dtype=np.float32)
+    cl = pytest.importorskip("pyopencl")
+    cl.enqueue_copy(flush.queue, flush._source, pattern)
+    flush().wait()
+    copied = np.empty_like(pattern)
+    cl.enqueue_copy(flush.queue, copied, flush._target)
+    assert np.array_equal(copied, pattern)
+
+    task = nn.route_task(nn.make_layer(**SMALL)).portable()
+    runner = LocalRunner()
+    try:
+        configs = example_configs(task.space(runner.device_facts))[:2]
+        builts = tuple(build_candidate(Build(task, runner.device_facts, c)) for c in configs)
+        cold = [f.result() for f in runner.run(Batch(task, builts, 1, Timing(rounds=3, min_round_ms=1, cold=True)))]
+    finally:
+        runner.close()
+    assert all(r["status"] == "ok" and len(r["times_ms"]) == 3 and r["time_ms"] > 0 for r in cold)
+
+
+def test_a_cold_call_is_flushed_and_its_inputs_written_again_before_each_run_and_stays_right(monkeypatch):
+    import numpy as np
+
+    import liftpy
+    from liftpy.runtime import CacheFlush, get_device
+
+    exe = liftpy.compile(liftpy.parse("def f(xs: [float]_n) = mapGlb(0)(x -> x * 2.0f, xs)"), {"n": 1000})
+    flush = CacheFlush(get_device())
+    told = []
+    monkeypatch.setattr(CacheFlush, "__call__", lambda self, inputs=(): told.append(len(inputs)))
+    for zero_copy in (False, True):
+        told.clear()
+        prepared = exe.prepare(zero_copy=zero_copy)
+        xs = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+        result = prepared.run({"xs": xs}, repeat=3, warmup=2, cold=flush)
+        assert told == [1] * 5 and len(result.runs_ms) == 3
+        np.testing.assert_array_equal(result.output, xs * 2)
+    monkeypatch.undo()
+    ys = np.random.default_rng(4).standard_normal(1000).astype(np.float32)
+    for zero_copy in (False, True):  # the inputs written again from a copy of what this call gave
+        np.testing.assert_array_equal(exe.prepare(zero_copy=zero_copy).run({"xs": ys}, repeat=2, cold=flush).output,
+                                      ys * 2)
+
+
 def test_pocl_is_asked_to_pin_its_threads_only_where_the_process_may_use_every_cpu(monkeypatch):
     from liftpy import runtime
 

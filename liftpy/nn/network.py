@@ -490,8 +490,8 @@ def _inputs(network: Network, feeds: Mapping[str, object]) -> dict[str, np.ndarr
 
 def _bests(network: Network, device_name: str, db) -> dict:
     """Each distinct step's chosen program's best (:func:`~liftpy.tuning.db.chosen`) in the tuning database at
-    ``db`` (default: the user's), where it holds one, by the step's task, its algorithm in ``name``; the database
-    is only read."""
+    ``db`` (default: the user's), where it holds one, by the step's task, its algorithm in ``name`` -- timed cold,
+    else (a database tuned before steps were) warm; the database is only read."""
     from pathlib import Path
 
     from ..tuning import TuningDB, default_db_path
@@ -504,10 +504,13 @@ def _bests(network: Network, device_name: str, db) -> dict:
     found = {}
     try:
         for programs, _ in network.groups():
-            bests = [replace(best, name=algorithm) for algorithm, task in programs
-                     if (best := database.best(task, device_name)) is not None]
-            if bests:
-                found[programs[0][1]] = chosen(bests)
+            warm = [(algorithm, replace(task, cold=False)) for algorithm, task in programs]
+            for timed in (programs, warm):  # a database tuned before a network's steps were timed cold: its trials
+                bests = [replace(best, name=algorithm) for algorithm, task in timed
+                         if (best := database.best(task, device_name)) is not None]
+                if bests:
+                    found[programs[0][1]] = chosen(bests)
+                    break
     finally:
         database.close()
     return found

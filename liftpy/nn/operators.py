@@ -11,7 +11,7 @@ first call is checked (:func:`liftpy.nn.reference.conv2d_tolerance`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Mapping
 
@@ -82,7 +82,7 @@ def _task(file: str, function: str, sizes: Mapping[str, object], constants: Mapp
     """The task of a library program; its trials are checked at the step's scalar constants (clamp bounds)."""
     values = tuple(sorted((name, float(value)) for name, value in constants.items() if np.ndim(value) == 0))
     return ProgramTask(_library(file), tuple(sorted(sizes.items())), function, tuple(sorted(constants)),
-                       values=values)
+                       values=values, cold=True)
 
 
 def _step(name: str, op: str, program: str, function: str, sizes: Mapping[str, object], reads, output: str,
@@ -139,7 +139,7 @@ def _winograd(layer, clamp, constants) -> tuple:
     if not winograd.applies(layer):
         return ()
     extra = winograd.transforms()
-    task = winograd.winograd_task(layer)
+    task = replace(winograd.winograd_task(layer), cold=True)
     if tuple(clamp) != UNBOUNDED:
         task = _task("programs/conv2d_winograd_clip.lift", "conv2dWinogradClip", task.size_map,
                      {**constants, **extra})

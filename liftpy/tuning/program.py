@@ -49,6 +49,9 @@ class ProgramTask:
     #: scalar inputs a check gives as they are, not drawn (a network's clamp bounds: drawn, a low above the high
     #: would make the output constant and the check blind); the task is the same task with any
     values: tuple[tuple[str, float], ...] = dataclasses.field(default=(), compare=False, repr=False)
+    #: timed as a network's step: each call with the device's caches holding other data (the runner's
+    #: ``Timing.cold``), not back to back; its trials are kept apart from the warm task's
+    cold: bool = False
 
     @classmethod
     def make(cls, path, sizes: Mapping[str, object], function: str | None = None,
@@ -150,7 +153,9 @@ class ProgramTask:
         from ..rewrite.route import ROUTE_VERSION
 
         stage = f" stage {self.stage}" if self.stage is not None else ""
-        return f"program {digest} {self.load().function(self.function).name}{stage} {sizes} route{ROUTE_VERSION}"
+        cold = " cold" if self.cold else ""
+        return (f"program {digest} {self.load().function(self.function).name}{stage} {sizes} "
+                f"route{ROUTE_VERSION}{cold}")
 
     @property
     def label(self) -> str:
@@ -169,7 +174,8 @@ class ProgramTask:
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={_size_text(v)}" for k, v in self.sizes)
         stage = f", stage {self.stage}" if self.stage is not None else ""
-        return f"{self.path} ({self.load().function(self.function).name}{stage}) at {sizes}"
+        cold = ", timed cold" if self.cold else ""
+        return f"{self.path} ({self.load().function(self.function).name}{stage}{cold}) at {sizes}"
 
     def space(self, device=None):
         """The automatic route's space for this program on ``device``."""

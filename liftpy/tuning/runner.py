@@ -124,34 +124,37 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
         checked.append((position, prepared, run.kernel_ms, result))
         held_bytes += memory
         if held_bytes > budget:  # time what is held, and let its buffers go, before checking more
-            _time_in_turns(checked, per_call, timing, step, quiet, results)
+            _time_in_turns(checked, per_call, timing, step, quiet, results, device)
             checked, held_bytes = [], 0
-    _time_in_turns(checked, per_call, timing, step, quiet, results)
+    _time_in_turns(checked, per_call, timing, step, quiet, results, device)
     return results
 
 
-def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results) -> None:
+def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, device) -> None:
     """Time the checked candidates in rounds taken in turns (:mod:`liftpy.tuning.measure`); each one's result
     gets the median of its rounds, the rounds' figures, and its kernels' medians."""
+    from ..runtime import CacheFlush
     from .measure import median
 
     if not checked:
         return
-    calls = [timing.calls_for(timing.min_round_ms, first_ms) for _, _, first_ms, _ in checked]
+    flush = CacheFlush(device) if timing.cold else None
+    between = flush.ms if flush is not None else 0.0  # a round lasts min_round_ms, its flushes counted
+    calls = [timing.calls_for(timing.min_round_ms, first_ms + between) for _, _, first_ms, _ in checked]
     rounds: list[list[float]] = [[] for _ in checked]
     kernels: list[list[dict]] = [[] for _ in checked]
     with _paused(quiet):
         for position, prepared, first_ms, _ in checked:
             if timing.warmup_ms > 0:
                 step(position)
-                prepared.run(per_call, repeat=timing.calls_for(timing.warmup_ms, first_ms))
+                prepared.run(per_call, repeat=timing.calls_for(timing.warmup_ms, first_ms + between), cold=flush)
         start, taken, active = time.perf_counter(), 0, range(len(checked))
         while taken < timing.rounds or (taken < timing.max_rounds
                                         and (time.perf_counter() - start) * 1e3 < timing.min_span_ms):
             for i in active:
                 position, prepared, _, _ = checked[i]
                 step(position)
-                run = prepared.run(per_call, repeat=calls[i])
+                run = prepared.run(per_call, repeat=calls[i], cold=flush)
                 rounds[i].append(sum(run.runs_ms) / len(run.runs_ms))
                 kernels[i].append(run.per_kernel_ms)
             taken += 1

@@ -383,7 +383,7 @@ class Tuner:
         best = scheduler.states[index].best
         cutoff_ms = self.cutoff * best if self.cutoff is not None and best is not None else None
         batch = Batch(task.portable(), tuple(builts), self._seed(task, configs),
-                      dataclasses.replace(self.timing, cutoff_ms=cutoff_ms, race=RACE, leader_ms=best))
+                      self._timing(task, cutoff_ms=cutoff_ms, race=RACE, leader_ms=best))
         return index, configs, self.runner.run(batch), batch.seed, [b.features for b in builts]
 
     def _record(self, running, tuned: list[_Tuned], scheduler: TaskScheduler, bar: Progress) -> None:
@@ -437,13 +437,17 @@ class Tuner:
             portable = task.portable()
             builds = [self._build(task, c) for c in configs]
             builts = self._built(task, configs, self.builder.build(builds))
-            timing = dataclasses.replace(self.timing, min_span_ms=CONFIRM_SPAN_MS)
+            timing = self._timing(task, min_span_ms=CONFIRM_SPAN_MS)
             batch = Batch(portable, tuple(builts), self._seed(task, configs, measurement), timing)
             for trial, future in zip(rivals, self.runner.run(batch)):
                 result = future.result()
                 if result["status"] == "bug":
                     self._stop_for_bug(task, trial.config, batch.seed, result["cause"])
                 self.database.remeasured(task, ROUTE, trial.config, self.device["name"], [result])
+
+    def _timing(self, task, **changes) -> Timing:
+        """The protocol a batch of ``task`` is timed by: the tuner's, cold for a network's step."""
+        return dataclasses.replace(self.timing, cold=task.cold, **changes)
 
     # -------------------------------------------------------------------------------- a staged program
     def measure_joined(self, best: Best) -> Best:
@@ -463,7 +467,7 @@ class Tuner:
         start = time.perf_counter()
         generated = generate(best.program, task.size_map, task.function, self.device_facts)
         built = Built(Build(task, self.device_facts, {}), generated, None, time.perf_counter() - start)
-        timing = dataclasses.replace(self.timing, min_span_ms=CONFIRM_SPAN_MS if self.confirm else 0.0)
+        timing = self._timing(task, min_span_ms=CONFIRM_SPAN_MS if self.confirm else 0.0)
         batch = Batch(task, (built,), self._seed(task, [flat_config(best.config)], 1), timing)
         result = self.runner.run(batch)[0].result()
         if result["status"] != "ok":
