@@ -8,9 +8,9 @@ a candidate's time is the median of its rounds, its spread how far apart the mid
 pool still spinning after its last call, the OpenCL runtime's threads waking up): candidates timed in turns
 meet the same spells, so their ranking follows the kernels, not the machine; a figure that must hold (a pick's)
 is sampled over several seconds (``min_span_ms``). A network's steps are timed ``cold``: each call after a copy
-that fills the device's caches with other data, as the network's other steps leave them; back to back, a call
-finds its weights where the last left them, which no step of a network does. The protocol is written out in
-the README.
+that fills the device's caches with other data and its inputs written again, as the network's other steps leave
+them; back to back, a call finds its weights where the last left them, which no step of a network does. The
+protocol is written out in the README.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ class Timing:
     max_rounds: int = 400
     race: float | None = None
     leader_ms: float | None = None
-    #: each call starts with the device's caches holding other data (:class:`~liftpy.runtime.CacheFlush`), as a
-    #: network's step does; else calls run back to back, their weights and inputs still in the caches
+    #: each call starts with the device's caches holding other data and its inputs written again
+    #: (:class:`~liftpy.runtime.CacheFlush`), as a network's step does; else calls run back to back, their
+    #: weights and inputs still in the caches
     cold: bool = False
 
     def __post_init__(self):
