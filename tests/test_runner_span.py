@@ -59,9 +59,10 @@ def test_the_race_stops_the_rounds_of_candidates_far_behind_the_leader():
 
 
 def test_a_cold_batch_runs_each_call_after_a_copy_through_the_devices_caches():
-    """Timing(cold=True): every timed call (and warm-up call) is preceded by a CacheFlush, a device copy of half
-    the device's cache size; its time is left out of the kernels'."""
+    """Timing(cold=True): a CacheFlush copies half the device's cache size, what it holds; a batch timed cold
+    gets its rounds (that each call runs after it: the next test)."""
     import numpy as np
+    import pyopencl as cl
 
     from liftpy.runtime import CacheFlush, get_device
 
@@ -70,7 +71,6 @@ def test_a_cold_batch_runs_each_call_after_a_copy_through_the_devices_caches():
     assert flush.bytes == max(4096, (device.global_mem_cache_size or CacheFlush.DEFAULT_CACHE_BYTES) // 2)
     assert flush.ms > 0
     pattern = np.arange(flush.bytes // 4, dtype=np.float32)
-    cl = pytest.importorskip("pyopencl")
     cl.enqueue_copy(flush.queue, flush._source, pattern)
     flush().wait()
     copied = np.empty_like(pattern)
