@@ -24,22 +24,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from networks import commit, cpu_name, onnx_runtime_session  # noqa: E402
 
 
-def main() -> None:
-    import liftpy.onnx
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def databases_parser(doc: str, rounds: int) -> argparse.ArgumentParser:
+    """The arguments of a comparison of tuning databases on one network (this script's, network_steps.py's)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("model", help="an .onnx file (benchmarks/export_models.py)")
     parser.add_argument("--dbs", required=True, help="tuning databases, comma-separated")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    return parser
+
+
+def header(args) -> str:
+    """The first line of a comparison's output: the machine, the commit, the network and the rounds."""
+    return (f"# {cpu_name()}, {os.cpu_count()} cores; liftpy {commit()}; {Path(args.model).name}, batch {args.batch}; "
+            f"{args.rounds} rounds")
+
+
+def network_and_input(args):
+    """The network of ``args.model`` at ``args.batch``, its input's name, and an input drawn at seed 0."""
+    import liftpy.onnx
+
+    net = liftpy.onnx.load(args.model, batch=args.batch)
+    name = next(iter(net.inputs))
+    return net, name, np.random.default_rng(0).standard_normal(net.inputs[name]).astype(np.float32)
+
+
+def main() -> None:
+    parser = databases_parser(__doc__, rounds=60)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     args = parser.parse_args()
 
-    print(f"# {cpu_name()}, {os.cpu_count()} cores; liftpy {commit()}; {Path(args.model).name}, batch {args.batch}; "
-          f"{args.rounds} rounds; ONNX Runtime {args.threads} threads, not spinning between calls", flush=True)
-    net = liftpy.onnx.load(args.model, batch=args.batch)
-    name = next(iter(net.inputs))
-    x = np.random.default_rng(0).standard_normal(net.inputs[name]).astype(np.float32)
+    print(f"{header(args)}; ONNX Runtime {args.threads} threads, not spinning between calls", flush=True)
+    net, name, x = network_and_input(args)
     calls = {}
     for db in args.dbs.split(","):
         prepared = net.prepare(db=db)

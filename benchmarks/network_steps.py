@@ -11,34 +11,21 @@ step, then per database the sums and how many steps lie within 10% of their tune
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from networks import commit, cpu_name  # noqa: E402
+from network_ab import databases_parser, header, network_and_input  # noqa: E402
 
 
 def main() -> None:
-    import liftpy.onnx
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="an .onnx file (benchmarks/export_models.py)")
-    parser.add_argument("--dbs", required=True, help="tuning databases, comma-separated")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser = databases_parser(__doc__, rounds=6)
     parser.add_argument("--calls", type=int, default=7, help="calls a round, each step's median taken over them")
     args = parser.parse_args()
 
-    print(f"# {cpu_name()}, {os.cpu_count()} cores; liftpy {commit()}; {Path(args.model).name}, batch {args.batch}; "
-          f"{args.rounds} rounds of {args.calls} calls", flush=True)
-    net = liftpy.onnx.load(args.model, batch=args.batch)
-    name = next(iter(net.inputs))
-    x = np.random.default_rng(0).standard_normal(net.inputs[name]).astype(np.float32)
+    print(f"{header(args)} of {args.calls} calls", flush=True)
+    net, name, x = network_and_input(args)
     dbs = args.dbs.split(",")
     prepared = [net.prepare(db=db) for db in dbs]
     rounds: list[list[list[float]]] = [[] for _ in dbs]

@@ -566,13 +566,13 @@ class PreparedProgram:
         if inputs.keys() != self.call_inputs:
             self._check_given(inputs)
         values: dict[str, object] = {}  # what this call sets: buffers and scalars by name
-        keep_alive = []  # host arrays a pending command reads
+        keep_alive: dict[str, np.ndarray] = {}  # host arrays a pending command reads, by input
         for name, value in inputs.items():
             if name in self.scalars:
                 values[name] = _scalar(self.scalars[name], value)
                 continue
             host = _host_array(self.inputs[name], value)
-            keep_alive.append(host)
+            keep_alive[name] = host
             if self.zero_copy:
                 values[name] = self._input_buffer(name, host)
             else:
@@ -591,7 +591,7 @@ class PreparedProgram:
         runs: list[list] = []  # each measured iteration's kernel events
         written = [] if cold is None else [  # each input's buffer and a copy of what this call gave it
             (values[name] if self.zero_copy else self.buffers[name], cold.kept(host))
-            for name, host in zip([n for n in inputs if n not in self.scalars], keep_alive)]
+            for name, host in keep_alive.items()]
         for iteration in range(warmup + repeat):
             if cold is not None:
                 cold(written)

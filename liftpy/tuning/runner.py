@@ -64,7 +64,7 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
     import pyopencl as cl
 
     from ..errors import DeviceError
-    from ..runtime import Executable
+    from ..runtime import CacheFlush, Executable
     from .program import close_to, reference_executable, source_hashes
 
     task, timing = batch.task, batch.timing
@@ -76,6 +76,7 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
     results: dict[int, dict] = {}
     checked = []  # (position, prepared, first ms, the result so far)
     held_bytes, budget = 0, device.global_mem_size // 4
+    flush = CacheFlush(device) if timing.cold else None
 
     def failed(start, status, cause, **more):
         return {"status": status, "cause": cause[:2000], "seconds": time.perf_counter() - start,
@@ -124,21 +125,20 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
         checked.append((position, prepared, run.kernel_ms, result))
         held_bytes += memory
         if held_bytes > budget:  # time what is held, and let its buffers go, before checking more
-            _time_in_turns(checked, per_call, timing, step, quiet, results, device)
+            _time_in_turns(checked, per_call, timing, step, quiet, results, flush)
             checked, held_bytes = [], 0
-    _time_in_turns(checked, per_call, timing, step, quiet, results, device)
+    _time_in_turns(checked, per_call, timing, step, quiet, results, flush)
     return results
 
 
-def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, device) -> None:
-    """Time the checked candidates in rounds taken in turns (:mod:`liftpy.tuning.measure`); each one's result
-    gets the median of its rounds, the rounds' figures, and its kernels' medians."""
-    from ..runtime import CacheFlush
+def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flush) -> None:
+    """Time the checked candidates in rounds taken in turns (:mod:`liftpy.tuning.measure`), each call after
+    ``flush`` where the timing is cold; each one's result gets the median of its rounds, the rounds' figures, and
+    its kernels' medians."""
     from .measure import median
 
     if not checked:
         return
-    flush = CacheFlush(device) if timing.cold else None
     between = flush.ms if flush is not None else 0.0  # a round lasts min_round_ms, its flushes counted
     calls = [timing.calls_for(timing.min_round_ms, first_ms + between) for _, _, first_ms, _ in checked]
     rounds: list[list[float]] = [[] for _ in checked]
