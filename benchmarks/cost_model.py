@@ -30,7 +30,7 @@ from benchmarks.vgg16 import machine_record  # noqa: E402
 from liftpy.tuning import TuningDB  # noqa: E402
 from liftpy.tuning.cost_model import AnalyticModel, LearnedModel, kendall_tau, top_recall  # noqa: E402
 from liftpy.tuning.db import config_key  # noqa: E402
-from liftpy.tuning.features import NAMES, choice_features  # noqa: E402
+from liftpy.tuning.features import FEATURES_VERSION, NAMES, choice_features, current  # noqa: E402
 
 
 def unversioned(task_key: str) -> str:
@@ -69,16 +69,23 @@ def featurise(task_key: str, label: str, configs: list[dict]) -> list[dict | Non
     out = []
     for config in configs:
         built = build_candidate(Build(task.portable(), facts, task.complete(config)))
-        out.append({n: built.features[n] for n in NAMES} if built.failure is None else None)
+        out.append(versioned(built.features) if built.failure is None else None)
     return out
 
 
+def versioned(features: dict) -> dict:
+    """The kernels' features by :data:`NAMES`, stamped with the version of liftpy's reading of them (a model
+    learns from current ones only: :func:`liftpy.tuning.features.current`)."""
+    return {**{n: features[n] for n in NAMES}, "version": FEATURES_VERSION}
+
+
 def recorded_features(trial, cached: dict) -> dict | None:
-    """A trial's kernels' features: as it was recorded with them, else as ``cached`` (by task and configuration)
-    holds them; None where neither has today's."""
-    key = f"{trial.task_key}|{config_key(trial.config)}"
-    f = trial.features if set(NAMES) <= set(trial.features) else cached.get(key)
-    return {n: f[n] for n in NAMES} if f and set(NAMES) <= set(f) else None
+    """A trial's kernels' features as this liftpy reads them: as it was recorded with them, else as ``cached`` (by
+    task and configuration) holds them; None where neither is current."""
+    for f in (trial.features, cached.get(f"{trial.task_key}|{config_key(trial.config)}")):
+        if current(f) and set(NAMES) <= set(f):
+            return versioned(f)
+    return None
 
 
 def main():
@@ -95,7 +102,7 @@ def main():
         raise SystemExit(f"{args.db}: its trials are not all of this machine's device ({device})")
     cache = ROOT / "benchmarks/results" / f"features-{Path(args.db).stem}.json"
     known = json.loads(cache.read_text()) if cache.exists() else {}
-    known = {key: f for key, f in known.items() if f is None or set(NAMES) <= set(f)}  # made by an older liftpy: again
+    known = {key: f for key, f in known.items() if f is None or current(f)}  # made by an older liftpy: again
     by_label: dict[str, list] = {}  # by the task's name
     names = {}
     for t in trials:

@@ -65,6 +65,8 @@ def guesses(task, space, train_dbs: list[str], seed: int, as_recorded: bool = Fa
             db = Path(directory) / "train.sqlite"
             sum(seed_database(db, train, task.key) for train in train_dbs)
             models = [DeviceModel.of(d, space.device.name) for d in (None, TuningDB(db, readonly=True))]
+        if not models[1].rows:
+            raise SystemExit(f"{', '.join(train_dbs)}: no trial of another task with features this liftpy reads")
         for model in models:
             search = model_search(task, space, model, 1, seed, featurise)
             picks.append(task.complete(search.propose(1)[0]))

@@ -230,3 +230,33 @@ def test_a_device_model_learns_only_from_trials_featurised_as_this_liftpy_reads_
     model = DeviceModel.of_trials([trial(1.0, features()), trial(2.0, stale), trial(3.0, unversioned),
                                    trial(4.0, {})])
     assert [time_ms for _, time_ms, _ in model.rows] == [1.0]
+
+
+def test_benchmarks_read_only_current_features_and_stamp_them():
+    """benchmarks/cost_model.py's reading of a trial's features, which its leave-one-out runs and the seeded
+    databases of benchmarks/search.py and default_guess.py train on: a trial's own features where they are
+    current, else the cache's, and what it returns carries the version a :class:`DeviceModel` asks for (seeded
+    trials without it once trained the learned model on nothing)."""
+    from dataclasses import replace
+
+    from benchmarks.cost_model import recorded_features
+    from liftpy.tuning.db import Trial, config_key
+    from liftpy.tuning.features import current
+
+    values = {name: float(i + 1) for i, name in enumerate(NAMES)}
+    config = {"vector": 8}
+
+    def trial(features):
+        return Trial("program k conv", "", "route", config, "dev", "ok", "", 1.0, None, None, {}, None,
+                     features=features)
+
+    key = f"program k conv|{config_key(config)}"
+    stale = dict(values, version=FEATURES_VERSION - 1)
+    cached = {name: 2 * v for name, v in values.items()} | {"version": FEATURES_VERSION}
+    own = recorded_features(trial(dict(values, version=FEATURES_VERSION)), {key: cached})
+    assert own == dict(values, version=FEATURES_VERSION) and current(own)
+    from_cache = recorded_features(trial(stale), {key: cached})
+    assert from_cache == cached and current(from_cache)
+    assert recorded_features(trial(stale), {key: dict(values)}) is None  # a cache without a version is stale
+    assert recorded_features(trial({}), {}) is None
+    assert len(DeviceModel.of_trials([replace(trial(stale), features=from_cache)]).rows) == 1
