@@ -1,8 +1,8 @@
 """Random, local and model-guided searches of the same tasks with the same seed, on this machine's device.
 
     python benchmarks/search.py [--tasks vgg16.10,vgg16.5] [--trials 20] [--searches random,local,model]
-                                [--train-db benchmarks/results/vgg16-route-zen3.sqlite]
-                                [--reference-db DB] [--out FILE]
+                                [--train-db benchmarks/results/vgg16-route-zen3.sqlite ...]
+                                [--reference-db DB ...] [--out FILE]
 
 A task is a VGG-16 layer (``vgg16.10``), a program of examples/programs/ at benchmarks/programs.py's sizes
 (``conv1x1``), or one at sizes of its own (``conv1x1@C=512:H=13:K=1000:N=1:W=13``: SqueezeNet's classifier).
@@ -16,7 +16,8 @@ over the reference, the trials until one within 10% and 5% of it ("-": none), th
 wall time, and each search's best measured again: all of them in one batch, their rounds in turns for 5 s (a
 search's figures come from its own minutes of a noisy machine; these from the same ones). With
 ``--reference-db`` (a longer tuning of the same tasks on this machine: ``refs-*.sqlite``), its best joins that
-batch, and each search's best is given over it ("vs ref").
+batch, and each search's best is given over it ("vs ref"), with the trials until one within 5% of it ("ref
+5%": each trial's time put on the batch's clock by its search's best, measured again over as first measured).
 """
 
 import argparse
@@ -65,13 +66,14 @@ def seed_database(db: Path, train_db: str, held_out_key: str) -> int:
     return count
 
 
-def search(task, strategy: str, trials: int, seed: int, train_db: str | None):
+def search(task, strategy: str, trials: int, seed: int, train_dbs: list[str]):
     """The times of the trials a search measured, in its order (None: not correct), its wall seconds, and the
     configuration of its fastest."""
     with tempfile.TemporaryDirectory() as directory:
         db = Path(directory) / "t.sqlite"
-        if strategy == "model" and train_db:
-            seed_database(db, train_db, task.key)
+        if strategy == "model":
+            for train_db in train_dbs:
+                seed_database(db, train_db, task.key)
         start = time.perf_counter()
         with Tuner(db, seed=seed, progress=False, confirm=0, strategy=strategy) as tuner:
             tuner.tune([Slot(task)], trials)
@@ -127,17 +129,18 @@ def main():
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--searches", default="random,local,model")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-db", default=str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite"))
-    parser.add_argument("--reference-db")
+    parser.add_argument("--train-db", nargs="+", default=[str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite")])
+    parser.add_argument("--reference-db", nargs="+")
     parser.add_argument("--out")
     args = parser.parse_args()
     from liftpy.nn.conv import route_task
     from liftpy.nn.layers import VGG16
 
+    trained_on = ", ".join(Path(db).name for db in args.train_db)
     lines = machine_record(None) + [f"{args.trials} trials a search, seed {args.seed}, confirmation off; the model "
-                                    f"search trained first on {Path(args.train_db).name}'s other tasks"]
+                                    f"search trained first on {trained_on}'s other tasks"]
     lines.append(f"{'task':10} {'search':8} {'first/ref':>10} {'to 10%':>7} {'to 5%':>6} {'best/ref':>9} "
-                 f"{'wall s':>7} {'best again, ms':>15} {'vs ref':>7}")
+                 f"{'wall s':>7} {'best again, ms':>15} {'vs ref':>7} {'ref 5%':>7}")
     print("\n".join(lines), flush=True)
     searches = args.searches.split(",")
     for number, name in enumerate(args.tasks.split(",")):
@@ -149,23 +152,25 @@ def main():
         configs = [results[s][2] for s in searches]
         if args.reference_db:
             key = unversioned(task.key)
-            known = [t for t in TuningDB(args.reference_db, readonly=True).trials(status="ok")
+            known = [t for db in args.reference_db for t in TuningDB(db, readonly=True).trials(status="ok")
                      if t.time_ms and unversioned(t.task_key) == key]
             configs.append(min(known, key=lambda t: t.time_ms).config)
         times_again = measured_together(task, configs, args.seed + 1)
         again = dict(zip(searches, times_again))
         reference_again = times_again[-1] if args.reference_db else float("nan")
         if args.reference_db:
-            lines.append(f"{name:10} {'ref':8} {len(known)} trials of {Path(args.reference_db).name}, its best "
+            lines.append(f"{name:10} {'ref':8} {len(known)} trials of the reference databases, their best "
                          f"again {reference_again:.3f} ms")
             print(lines[-1], flush=True)
         for strategy in searches:
             times, seconds, _ = results[strategy]
             first = times[0] / reference if times and times[0] is not None else float("nan")
-            best = min(t for t in times if t is not None) / reference
+            fastest = min(t for t in times if t is not None)
+            on_batch_clock = [None if t is None else t * again[strategy] / fastest for t in times]
             line = (f"{name:10} {strategy:8} {first:>9.2f}x {trials_to(times, reference, 0.10):>7} "
-                    f"{trials_to(times, reference, 0.05):>6} {best:>8.2f}x {seconds:>7.0f} {again[strategy]:>15.3f} "
-                    f"{again[strategy] / reference_again:>6.2f}x")
+                    f"{trials_to(times, reference, 0.05):>6} {fastest / reference:>8.2f}x {seconds:>7.0f} "
+                    f"{again[strategy]:>15.3f} {again[strategy] / reference_again:>6.2f}x "
+                    f"{trials_to(on_batch_clock, reference_again, 0.05) if args.reference_db else '':>7}")
             lines.append(line)
             print(line, flush=True)
     if args.out:
