@@ -1,6 +1,7 @@
 """Translation to Z3 integer terms, and the Z3 fallback of the provers.
 
-Z3 is imported inside the functions so that ``import liftpy.arith`` works without it.
+Z3 is imported inside the functions so that ``import liftpy.arith`` works without it. At exit its main context is
+left to the operating system (:func:`leave_main_context`).
 
 Z3's integer ``/`` and ``%`` (SMT-LIB ``div``/``mod``) are Euclidean: the remainder is never negative.  For a
 positive divisor that is exactly Python's floor division and modulo; for a divisor whose sign is unknown the
@@ -9,12 +10,28 @@ translation spells floor semantics out with ``If``, so the Z3 term always means 
 
 from __future__ import annotations
 
+import atexit
+import sys
 from collections.abc import MutableMapping
 from typing import Mapping
 
 from liftpy.arith.expr import Const, Expr, FloorDiv, Max, Min, Mod, Poly, Var, as_expr
 
 _Z3_TIMEOUT_MS = 1000
+
+
+def leave_main_context() -> None:
+    """Mark Z3's main context (where one was made) as not to be deleted when Python exits: the operating system
+    reclaims its memory. After a network's tuning in one process, deleting it ran for minutes
+    (``ast_manager::~ast_manager``, during the interpreter's final collection) after all the work was done; Z3's
+    deletion of a context holding many terms is known to be slow. Registered to run at exit."""
+    module = sys.modules.get("z3.z3")
+    context = getattr(module, "_main_ctx", None)
+    if context is not None:
+        context.owner = False
+
+
+atexit.register(leave_main_context)
 
 
 def to_z3(expr, variables: Mapping[str, object] | None = None):
