@@ -554,9 +554,9 @@ def test_z3s_main_context_is_left_to_the_operating_system_at_exit():
     import subprocess
     import sys
 
-    script = (
+    script = (  # the script's exit hook is registered before liftpy's, so it runs after it
         "import atexit, z3, z3.z3 as module\n"
-        "atexit.register(lambda: print('owner', module._main_ctx.owner))  # runs after liftpy's, registered later\n"
+        "atexit.register(lambda: print('owner', module._main_ctx.owner))\n"
         "from liftpy.arith import Var, to_z3\n"
         "from liftpy.arith.smt import z3_prove_nonneg\n"
         "solver = z3.Solver(); solver.add(to_z3(Var('n')) > 2); assert solver.check() == z3.sat\n"
