@@ -16,7 +16,7 @@ from onnx import helper
 
 import liftpy.onnx
 from liftpy.errors import InputError, LiftError
-from liftpy.nn.network import MemoryPlan
+from liftpy.nn.network import GuessProgress, MemoryPlan
 
 from .conftest import QUIET
 from .onnx_models import Builder, fire_net, residual_net
@@ -65,6 +65,21 @@ def test_a_residual_add_fused_into_its_convolution_agrees_with_onnx_runtime():
     assert dict(fused[0].reads) == {"input": "r2", "residual": "p1"}
     x = np.random.default_rng(7).standard_normal((2, 3, 12, 12)).astype(np.float32)
     assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))
+
+
+def test_preparing_untuned_steps_says_how_far_their_guesses_are(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LIFTPY_CACHE", str(tmp_path / "cache"))  # no guess kept from another test
+    monkeypatch.setattr(GuessProgress, "QUIET_S", 0.0)
+    net = liftpy.onnx.from_model(residual_net(1))
+    distinct = len({step.task for step in net.steps})
+    net.prepare(db=NO_DB)
+    said = capsys.readouterr().err
+    assert f"{net.name}: {distinct} distinct steps have no tuned configuration" in said
+    assert f"guessed {distinct}/{distinct} in " in said and said.endswith("\n")
+    monkeypatch.setattr(GuessProgress, "QUIET_S", 2.0)
+    net.prepare(db=NO_DB)  # the guesses are in the cache now: the steps are said untuned, no wait is
+    said = capsys.readouterr().err
+    assert f"{distinct} distinct steps have no tuned configuration" in said and "guessed" not in said
 
 
 def test_squeezenet_and_mobilenet_patterns_agree_with_onnx_runtime():

@@ -232,6 +232,32 @@ class MemoryPlan:
         return cls(slot, tuple(sizes), parts)
 
 
+class GuessProgress:
+    """Says on stderr that a network's untuned steps run their cost model's guesses and, once the guessing takes a
+    while, how far it is: a guess is made once a task and device (then kept in liftpy's cache), 15-60 s on 2
+    cores, and a network of untuned steps would otherwise be prepared for many minutes in silence."""
+
+    #: seconds of guessing the progress says nothing of (the guesses were in the cache)
+    QUIET_S = 2.0
+
+    def __init__(self, name: str, total: int, device_name: str, stream=None):
+        self.total, self.stream = total, stream
+        self.done, self.spent = 0, 0.0
+        if total:
+            print(f"liftpy: {name}: {total} distinct steps have no tuned configuration on {device_name}; each "
+                  f"runs its cost model's guess, made once a task (15-60 s on 2 cores, then kept in liftpy's "
+                  f"cache). Network.tune measures them instead.", file=self.stream or sys.stderr)
+
+    def guessed(self, seconds: float) -> None:
+        """One more distinct task's configuration guessed, in ``seconds``."""
+        self.done += 1
+        self.spent += seconds
+        if self.spent >= self.QUIET_S:
+            left = self.spent / self.done * (self.total - self.done)
+            print(f"\r  guessed {self.done}/{self.total} in {self.spent:.0f} s, about {left:.0f} s left   ",
+                  end="\n" if self.done == self.total else "", file=self.stream or sys.stderr, flush=True)
+
+
 class PreparedNetwork:
     """A network compiled for a device, its weights uploaded and its memory planned: ``run(feeds)``.
     ``step_ms`` (after a call with ``profile``) gives each step's kernel time; ``peak_bytes`` the device
@@ -250,9 +276,16 @@ class PreparedNetwork:
         self.programs = []  # None for an elided step
         spaces: dict = {}
         start = time.perf_counter()
+        untuned = list(dict.fromkeys(step.task for index, step in enumerate(network.steps)
+                                     if index not in self.elided and step.task not in self.bests))
+        progress, guessed = GuessProgress(network.name, len(untuned), self.device_name), set()
         for index, step in enumerate(network.steps):
+            begun = time.perf_counter()
             self.programs.append(None if index in self.elided
                                  else _compile(step, self.bests.get(step.task), self.device, spaces, db))
+            if step.task in untuned and step.task not in guessed:  # a step's task is guessed once
+                guessed.add(step.task)
+                progress.guessed(time.perf_counter() - begun)
         self.compile_s = time.perf_counter() - start
         self.plan = MemoryPlan.make(network, parts=self.parts)
         self.buffers = self._buffers(self.plan)
@@ -559,4 +592,4 @@ def _config_text(best) -> str:
     return "the cost model's guess" if best is None else f"the tuned configuration {best.config}"
 
 
-__all__ = ["Network", "PreparedNetwork", "MemoryPlan"]
+__all__ = ["Network", "PreparedNetwork", "MemoryPlan", "GuessProgress"]
