@@ -240,13 +240,12 @@ class GuessProgress:
     #: seconds of guessing the progress says nothing of (the guesses were in the cache)
     QUIET_S = 2.0
 
-    def __init__(self, name: str, total: int, device_name: str, stream=None):
-        self.total, self.stream = total, stream
-        self.done, self.spent = 0, 0.0
+    def __init__(self, name: str, total: int, device_name: str):
+        self.total, self.done, self.spent = total, 0, 0.0
         if total:
             print(f"liftpy: {name}: {total} distinct steps have no tuned configuration on {device_name}; each "
                   f"runs its cost model's guess, made once a task (15-60 s on 2 cores, then kept in liftpy's "
-                  f"cache). Network.tune measures them instead.", file=self.stream or sys.stderr)
+                  f"cache). Network.tune measures them instead.", file=sys.stderr)
 
     def guessed(self, seconds: float) -> None:
         """One more distinct task's configuration guessed, in ``seconds``."""
@@ -255,7 +254,7 @@ class GuessProgress:
         if self.spent >= self.QUIET_S:
             left = self.spent / self.done * (self.total - self.done)
             print(f"\r  guessed {self.done}/{self.total} in {self.spent:.0f} s, about {left:.0f} s left   ",
-                  end="\n" if self.done == self.total else "", file=self.stream or sys.stderr, flush=True)
+                  end="\n" if self.done == self.total else "", file=sys.stderr, flush=True)
 
 
 class PreparedNetwork:
