@@ -73,7 +73,7 @@ def main() -> None:
         print(f"# {db}: tuned steps {network_ms:.3f} ms in the network, {tuned_ms:.3f} by their tuner (x{ratio:.3f}); "
               f"{within} of {count} within 10%")
         if count_again:
-            print(f"# {db}: the {count_again} direct picks measured again: {again_ms:.3f} ms against their steps' "
+            print(f"# {db}: {count_again} steps' direct picks measured again: {again_ms:.3f} ms against the steps' "
                   f"{net_again:.3f} in the network (x{again_ms / net_again:.3f}); {within_again} within 10%")
 
 
