@@ -248,12 +248,13 @@ class GuessProgress:
                   f"cache). Network.tune measures them instead.", file=sys.stderr)
 
     def guessed(self, seconds: float) -> None:
-        """One more distinct task's configuration guessed, in ``seconds``."""
+        """One more distinct untuned step prepared (its guess made and its program built), in ``seconds``."""
         self.done += 1
         self.spent += seconds
         if self.spent >= self.QUIET_S:
             left = self.spent / self.done * (self.total - self.done)
-            print(f"\r  guessed {self.done}/{self.total} in {self.spent:.0f} s, about {left:.0f} s left   ",
+            print(f"\r  untuned steps prepared {self.done}/{self.total} in {self.spent:.0f} s, about {left:.0f} s "
+                  f"left   ",
                   end="\n" if self.done == self.total else "", file=sys.stderr, flush=True)
 
 
