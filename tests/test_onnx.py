@@ -79,7 +79,7 @@ def test_preparing_untuned_steps_says_how_far_their_guesses_are(tmp_path, monkey
     monkeypatch.setattr(GuessProgress, "QUIET_S", 2.0)
     quick = GuessProgress("net", 3, "a device")  # guesses found in the cache: only the first line
     for _ in range(3):
-        quick.guessed(0.1)
+        quick.prepared(0.1)
     said = capsys.readouterr().err
     assert "3 distinct steps have no tuned configuration on a device" in said and "prepared" not in said
 

@@ -237,7 +237,7 @@ class GuessProgress:
     while, how far it is: a guess is made once a task and device (then kept in liftpy's cache), 15-60 s on 2
     cores, and a network of untuned steps would otherwise be prepared for many minutes in silence."""
 
-    #: seconds of guessing the progress says nothing of (the guesses were in the cache)
+    #: seconds of preparing untuned steps the progress says nothing of (their guesses were in the cache)
     QUIET_S = 2.0
 
     def __init__(self, name: str, total: int, device_name: str):
@@ -247,15 +247,14 @@ class GuessProgress:
                   f"runs its cost model's guess, made once a task (15-60 s on 2 cores, then kept in liftpy's "
                   f"cache). Network.tune measures them instead.", file=sys.stderr)
 
-    def guessed(self, seconds: float) -> None:
+    def prepared(self, seconds: float) -> None:
         """One more distinct untuned step prepared (its guess made and its program built), in ``seconds``."""
         self.done += 1
         self.spent += seconds
         if self.spent >= self.QUIET_S:
             left = self.spent / self.done * (self.total - self.done)
             print(f"\r  untuned steps prepared {self.done}/{self.total} in {self.spent:.0f} s, about {left:.0f} s "
-                  f"left   ",
-                  end="\n" if self.done == self.total else "", file=sys.stderr, flush=True)
+                  f"left   ", end="\n" if self.done == self.total else "", file=sys.stderr, flush=True)
 
 
 class PreparedNetwork:
@@ -276,16 +275,16 @@ class PreparedNetwork:
         self.programs = []  # None for an elided step
         spaces: dict = {}
         start = time.perf_counter()
-        untuned = list(dict.fromkeys(step.task for index, step in enumerate(network.steps)
-                                     if index not in self.elided and step.task not in self.bests))
-        progress, guessed = GuessProgress(network.name, len(untuned), self.device_name), set()
+        waiting = {step.task for index, step in enumerate(network.steps)  # untuned: guessed once a task
+                   if index not in self.elided and step.task not in self.bests}
+        progress = GuessProgress(network.name, len(waiting), self.device_name)
         for index, step in enumerate(network.steps):
             begun = time.perf_counter()
             self.programs.append(None if index in self.elided
                                  else _compile(step, self.bests.get(step.task), self.device, spaces, db))
-            if step.task in untuned and step.task not in guessed:  # a step's task is guessed once
-                guessed.add(step.task)
-                progress.guessed(time.perf_counter() - begun)
+            if step.task in waiting:
+                waiting.remove(step.task)
+                progress.prepared(time.perf_counter() - begun)
         self.compile_s = time.perf_counter() - start
         self.plan = MemoryPlan.make(network, parts=self.parts)
         self.buffers = self._buffers(self.plan)
