@@ -43,8 +43,8 @@ def main() -> None:
             rounds[i].append(p.timed({name: x}, calls=args.calls)[1])
     medians = [[statistics.median(column) for column in zip(*steps)] for steps in rounds]
     print(f"{'step':<32} " + "  ".join(f"{Path(db).name[:24]:>24}" for db in dbs))
-    sums = [[0.0, 0.0, 0, 0, 0.0, 0.0, 0, 0] for _ in dbs]  # network ms, tuned ms, within 10%, steps; the same
-    # for the steps measured again: network ms, again ms, within 10%, steps
+    tuned_pairs: list[list[tuple[float, float]]] = [[] for _ in dbs]  # (network ms, tuner's figure) per step
+    again_pairs: list[list[tuple[float, float]]] = [[] for _ in dbs]  # (network ms, measured again) per step
     for j, step in enumerate(net.steps):
         if prepared[0].programs[j] is None:  # written in place by its inputs' steps
             continue
@@ -55,26 +55,27 @@ def main() -> None:
             if best is None:
                 cells.append(f"{ms:7.3f} (untuned)      ")
                 continue
-            sums[i][0] += ms
-            sums[i][1] += best.time_ms
-            sums[i][2] += abs(best.time_ms / ms - 1) <= 0.10 if ms > 0 else 0
-            sums[i][3] += 1
+            tuned_pairs[i].append((ms, best.time_ms))
             now = again[i].get(step.task)
             if now is not None:
-                sums[i][4] += ms
-                sums[i][5] += now
-                sums[i][6] += abs(now / ms - 1) <= 0.10 if ms > 0 else 0
-                sums[i][7] += 1
+                again_pairs[i].append((ms, now))
             cells.append(f"{ms:7.3f} (tuned {best.time_ms:6.3f} {best.name[:4]:<4}"
                          + (f", again {now:6.3f})" if now is not None else ")"))
         print(f"{step.name[-32:]:<32} " + "  ".join(cells))
-    for db, (network_ms, tuned_ms, within, count, net_again, again_ms, within_again, count_again) in zip(dbs, sums):
-        ratio = tuned_ms / network_ms if network_ms else float("nan")
-        print(f"# {db}: tuned steps {network_ms:.3f} ms in the network, {tuned_ms:.3f} by their tuner (x{ratio:.3f}); "
-              f"{within} of {count} within 10%")
-        if count_again:
-            print(f"# {db}: {count_again} steps' direct picks measured again: {again_ms:.3f} ms against the steps' "
-                  f"{net_again:.3f} in the network (x{again_ms / net_again:.3f}); {within_again} within 10%")
+    for db, tuned, measured in zip(dbs, tuned_pairs, again_pairs):
+        network_ms, tuned_ms, within = summed(tuned)
+        print(f"# {db}: tuned steps {network_ms:.3f} ms in the network, {tuned_ms:.3f} by their tuner "
+              f"(x{tuned_ms / network_ms if network_ms else float('nan'):.3f}); {within} of {len(tuned)} within 10%")
+        if measured:
+            network_ms, again_ms, within = summed(measured)
+            print(f"# {db}: {len(measured)} steps' direct picks measured again: {again_ms:.3f} ms against the steps' "
+                  f"{network_ms:.3f} in the network (x{again_ms / network_ms:.3f}); {within} within 10%")
+
+
+def summed(pairs) -> tuple[float, float, int]:
+    """Of (network ms, figure ms) per step: both sums and how many figures lie within 10% of their step."""
+    within = sum(ms > 0 and abs(figure / ms - 1) <= 0.10 for ms, figure in pairs)
+    return sum(ms for ms, _ in pairs), sum(figure for _, figure in pairs), within
 
 
 def measured_again(prepared) -> dict:
