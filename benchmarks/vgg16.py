@@ -128,7 +128,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=40,
                         help="trials per layer and program (already measured ones count; 0: no tuning, the "
-                             "database's picks)")
+                             "database's picks, and a layer it does not know runs the cost model's guess)")
     parser.add_argument("--db", default="tuning.sqlite")
     parser.add_argument("--layers", default=",".join(nn.VGG16))
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per method, layer and round")
@@ -166,7 +166,7 @@ def main():
         tried = sum(len(database.trials(stage, device))
                     for _, task in nn.conv.layer_tasks(spec) for stage in task.stages())
         layer = nn.Conv2d(w, b, spec.stride, spec.padding, db=args.db, input_shape=x.shape)
-        assert layer.plans[0].algorithm == known.name
+        assert known is None or layer.plans[0].algorithm == known.name
         layer(x)  # the first call is checked against the float64 reference
         assert layer.last_run.max_error is not None and layer.last_run.max_error <= 1
         methods = {"PyTorch": torch_layer(w, b, spec.stride, spec.padding, args.torch_device),
@@ -174,7 +174,7 @@ def main():
         methods = {k: v for k, v in methods.items() if v is not None}
         for call in methods.values():
             call(x)  # warm-up (PyTorch picks its algorithm, numpy touches its buffers)
-        layers.append((name, spec, tried, layer, methods, (x, w, b), known.time_ms))
+        layers.append((name, spec, tried, layer, methods, (x, w, b), known.time_ms if known else None))
     database.close()
 
     calls: dict[tuple[str, str], list[float]] = {}
@@ -221,8 +221,9 @@ def main():
         im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
         gflops = spec.flops / call_ms / 1e6
-        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {tuner_ms:8.2f} "
-                f"{kernel_ms / tuner_ms:10.2f} "
+        tuner = (f"{tuner_ms:8.2f} {kernel_ms / tuner_ms:10.2f}" if tuner_ms
+                 else f"{'guess':>8} {'-':>10}")  # untuned: the cost model's guess runs
+        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {tuner} "
                 f"{call_ms / kernel_ms:9.3f} {gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} "
                 f"{gflops / peak:7.2f}")
         for m in baselines:
@@ -243,8 +244,11 @@ def main():
     gflops = {"liftpy whole calls": flops / call / 1e6, "liftpy kernels": flops / kernels / 1e6}
     if "PyTorch" in baselines:
         gflops["PyTorch"] = flops / totals["PyTorch"] / 1e6
-    tuner = sum(layer[-1] for layer in layers)
-    lines.append(f"{'total':9} {'':9} {'':6} {call:8.2f} {kernels:10.2f} {tuner:8.2f} {kernels / tuner:10.2f} "
+    tuned = [layer for layer in layers if layer[-1]]
+    tuner, tuned_kernels = sum(layer[-1] for layer in tuned), sum(median[layer[0], "liftpy kernels"] for layer in tuned)
+    tuner_total = (f"{tuner:8.2f} {tuned_kernels / tuner:10.2f}" if len(tuned) == len(layers)
+                   else f"{'-':>8} {'-':>10}")
+    lines.append(f"{'total':9} {'':9} {'':6} {call:8.2f} {kernels:10.2f} {tuner_total} "
                  f"{call / kernels:9.3f} "
                  f"{gflops['liftpy whole calls']:8.1f} {'':6} {'':9} {gflops['liftpy whole calls'] / peak:7.2f}"
                  + "".join(f" {totals[m]:{len(m) + 4}.2f} {totals[m] / call:6.2f}" for m in baselines))
@@ -259,7 +263,8 @@ def main():
         "through the automatic route, the faster's best configuration in the tuning database (trials: both programs',",
         "there). call ms: liftpy's whole call, layer(x) on a prepared",
         "nn.Conv2d, numpy in and numpy out; kernels ms: the sum of its kernels' profiling events in the same calls;",
-        "tuner ms: the tuner's figure for its pick (the database's), kern/tuner: what the calls' kernels took against it;",
+        "tuner ms: the tuner's figure for its pick (the database's; 'guess': untuned, the cost model's guess runs),",
+        "kern/tuner: what the calls' kernels took against it;",
         "call/kern: their ratio; GFLOP/s from the whole call; ratio = baseline's time / liftpy's whole call (higher:",
         "liftpy faster). PyTorch and numpy are whole calls (numpy in, numpy out, padding inside); '(kernels)'",
         "baselines are kernel events only. mem ratio = im2col+GEMM bytes / liftpy's bytes. Medians over",
