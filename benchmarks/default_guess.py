@@ -73,6 +73,16 @@ def guesses(task, space, train_dbs: list[str], seed: int, as_recorded: bool = Fa
     return picks[0], picks[1], time.perf_counter() - start, len(models[1].rows)
 
 
+def recorded_by_today(train_dbs: list[str]) -> bool:
+    """Whether ``train_dbs`` hold trials with their features as this liftpy reads them (a tuning by today's
+    tuner): the model then trains on those as recorded, as a tuning's does -- Winograd's stages and a network's
+    steps included, which benchmarks/search.py cannot make again by name; a multi-stage program's row timed whole
+    carries none and is left out."""
+    from liftpy.tuning.features import current
+
+    return any(current(t.features) for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok"))
+
+
 def transferred_best(task, space, train_dbs: list[str]) -> dict:
     """The best of the most similar task of ``train_dbs`` but this one, adapted to ``space`` (else its plain
     configuration)."""
@@ -121,6 +131,7 @@ def main():
     from liftpy.runtime import device_info, get_device
 
     references = args.reference_db or args.train_db
+    as_recorded = bool(args.network) or recorded_by_today(args.train_db)
     lines = machine_record(None) + [
         f"trained on {', '.join(Path(d).name for d in args.train_db)} (leave-one-task-out); references: best of "
         f"{', '.join(Path(d).name for d in references)}, measured again with the guesses (5 s of rounds in turns)",
@@ -131,7 +142,7 @@ def main():
     for name, task in named_tasks(args):
         space = task.space(device_info(get_device(None)))  # made once: tens of seconds for a VGG-16 layer
         transferred = transferred_best(task, space, args.train_db)
-        analytic, learned, seconds, seen = (guesses(task, space, args.train_db, args.seed, bool(args.network))
+        analytic, learned, seconds, seen = (guesses(task, space, args.train_db, args.seed, as_recorded)
                                             if args.guesses else (None, None, 0.0, 0))
         best = reference_best(task, references)
         configs = {kind: c for kind, c in zip(ratios, (transferred, analytic, learned)) if c is not None}
