@@ -10,7 +10,7 @@ faster), and learns from measured trials. Two exist:
   on a CPU stretched where too few independent accumulators leave the pipes waiting on a multiply-add's
   latency (unless each output's chain of updates is short enough that the core's out-of-order window holds the
   next outputs' chains too: a pooling's nine steps), and where the accumulators and a step's operands (the
-  vectors it loads, a value broadcast) do not fit the registers (the accumulators left out loaded and stored at
+  vectors it loads, a value broadcast) do not fit the registers (then every accumulator loaded and stored at
   every update); spread over the compute units its work-groups keep busy. :meth:`~AnalyticModel.block_cycles`
   is the same count for a register block from its configuration alone, before anything is generated. Its figure
   orders candidates of one task; it knows nothing a device's measurements would teach. (A candidate featurised
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Protocol, Sequence
 
-from .features import CHOICE_NAMES, NAMES, current
+from .features import CHOICE_NAMES, LINE_BYTES, NAMES, current
 
 #: multiply-adds a compute unit makes per millisecond and vector lane, and global bytes it moves per
 #: millisecond: nominal rates (a GHz core, a few GB/s of memory per core), only their ratio orders candidates
@@ -49,6 +49,8 @@ FMA_LATENCY = 4
 OUT_OF_ORDER_WINDOW = 320
 #: cache lines a core's first-level cache takes in a cycle from the next level (64 bytes a cycle)
 LINES_PER_CYCLE = 1
+#: bytes of a float (the language's only floating type)
+FLOAT_BYTES = 4
 #: what a kernel's launch costs, in the figure's milliseconds
 LAUNCH_MS = 1e-3
 #: the vector registers a step needs beside its accumulators where its features do not say
@@ -129,12 +131,13 @@ class AnalyticModel:
     def block_cycles(f: Mapping[str, float], is_cpu: bool) -> float:
         """Cycles per multiply-add of a candidate's register block on a CPU or not, from its configuration's
         features alone (:func:`~liftpy.tuning.features.choice_features`, nothing generated): a step's updates
-        (its vector accumulators) and loads, as :meth:`_time` counts a kernel's, over the multiply-adds the step
-        makes. It knows nothing of the memory traffic, the copies or the parallelism: it ranks hundreds of
-        candidates before the best of them are generated and ranked by the whole model."""
+        (its vector accumulators), loads and new cache lines (:func:`_block_lines`), as :meth:`_time` counts a
+        kernel's, over the multiply-adds the step makes. It knows nothing of the memory traffic, the copies or
+        the parallelism: it ranks hundreds of candidates before the best of them are generated and ranked by the
+        whole model."""
         accumulators = max(1.0, f["accumulators"])
         cycles = _step_cycles(accumulators, f["step_loads"], accumulators, f["accumulator_share"], is_cpu,
-                              operands=_known(f.get("step_operands"), STEP_OPERANDS))
+                              _block_lines(f), operands=_known(f.get("step_operands"), STEP_OPERANDS))
         return cycles / max(1.0, f["block_outputs"])
 
     @staticmethod
@@ -166,17 +169,34 @@ def block_figures(space, configs: Sequence[Mapping[str, int]]) -> list[float]:
     return [AnalyticModel.block_cycles(choice_features(space, c, device), device.is_cpu) for c in configs]
 
 
+def _block_lines(f: Mapping[str, float]) -> float:
+    """Cache lines a step of a two-level register block brings, from its configuration's features: the step
+    moves along the reduction, so the contiguous values it loads as vectors (its vectorised level's extent) are
+    new lines each step, and each value it broadcasts streams along a row, a new line every line's worth of
+    steps. Without it every block that keeps the multiply-add pipes busy ties, though one loading 4 vectors a
+    step for 2 broadcasts brings twice the lines per multiply-add of one loading 4 for 4 (the whole model,
+    which counts them in the generated kernel, ranks it behind). None for a one-level block or a block kept
+    in memory (no register holds it)."""
+    if f["blocked_levels"] < 2 or f["accumulator_share"] <= 0:
+        return 0.0
+    vectorised, broadcast = ((f["block_outer"], f["block_inner"]) if f["vector_outer"]
+                             else (f["block_inner"], f["block_outer"]))
+    return math.ceil(vectorised * FLOAT_BYTES / LINE_BYTES) + broadcast * FLOAT_BYTES / LINE_BYTES
+
+
 def _step_cycles(updates: float, loads: float, accumulators: float, share: float, is_cpu: float,
                  cache_lines: float = 0.0, operands: float = STEP_OPERANDS, overlapped: float = 1.0) -> float:
     """Cycles of ``updates`` multiply-add and ``loads`` load instructions into ``accumulators`` vector
     accumulators (``share``: of the device's vector registers) with ``operands`` registers of a step's values
-    beside them, and ``cache_lines`` new lines: the slower of the pipes, each accumulator that does not fit
-    loaded and stored at every update, a cycle a new line; on a CPU stretched where too few accumulators --
-    ``overlapped`` times as many where the core runs several outputs' chains at once (:func:`_overlapped`) --
-    leave the pipes waiting on a multiply-add's latency."""
+    beside them, and ``cache_lines`` new lines: the slower of the pipes, a cycle a new line; a block whose
+    accumulators and operands do not fit the registers taken as kept in memory, each accumulator loaded and
+    stored at every update (the C compiler's spills in the inner loop cost about that, not only the values
+    past the registers); on a CPU stretched where too few accumulators -- ``overlapped`` times as many where
+    the core runs several outputs' chains at once (:func:`_overlapped`) -- leave the pipes waiting on a
+    multiply-add's latency."""
     registers = accumulators / share if share > 0 else math.inf
-    spilled = min(accumulators, max(0.0, accumulators + operands - registers))
-    loads = loads + 2 * updates * spilled / accumulators
+    if accumulators + operands > registers:
+        loads = loads + 2 * updates
     cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE) + cache_lines / LINES_PER_CYCLE
     if is_cpu:
         cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / (accumulators * overlapped))
