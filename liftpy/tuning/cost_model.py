@@ -328,7 +328,8 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
     return score / (n * (n - 1) / 2) if n > 1 else 0.0
 
 
-def top_recall(predicted: Sequence[float], measured: Sequence[float], true_top: int = 5, predicted_top: int = 20) -> float:
+def top_recall(predicted: Sequence[float], measured: Sequence[float], true_top: int = 5,
+               predicted_top: int = 20) -> float:
     """The share of the ``true_top`` fastest measured that are among the ``predicted_top`` predicted fastest."""
     best = set(sorted(range(len(measured)), key=measured.__getitem__)[:true_top])
     guessed = set(sorted(range(len(predicted)), key=predicted.__getitem__)[:predicted_top])
