@@ -79,8 +79,8 @@ def test_the_analytic_model_prefers_fewer_loads_and_lines_enough_accumulators_bu
     0.5e6 cycles (two of each a cycle); twice the loads, twice that; 1e6 cache lines brought from the next level,
     a cycle each, 1.5e6 cycles in all; 2 accumulators where 8 keep the pipes full
     (two multiply-adds a cycle, 4 cycles each), four times; 32 accumulators and 2 operands do not fit 16 registers:
-    each accumulator loaded and stored at every update (3e6 loads), three times; one work-group leaves three units
-    idle."""
+    each accumulator loaded and stored at every update (3e6 loads), three times (on a GPU, whose registers per
+    work-item are not known, only the 18 past them); one work-group leaves three units idle."""
     model = AnalyticModel()
 
     def time(**values):
@@ -92,6 +92,9 @@ def test_the_analytic_model_prefers_fewer_loads_and_lines_enough_accumulators_bu
     assert time(cache_lines=1e6) == pytest.approx(3 * time(), rel=1e-3)
     assert time(accumulators=2, accumulator_share=2 / 16) == pytest.approx(4 * time(), rel=1e-3)
     assert time(accumulators=32, accumulator_share=2.0) == pytest.approx(3 * time(), rel=1e-3)
+    gpu_fitting = time(accumulators=8, is_cpu=0)  # a GPU: only the 18 past the registers
+    assert time(accumulators=32, accumulator_share=2.0, is_cpu=0) == pytest.approx(
+        (1e6 + 2e6 * 18 / 32) / 1e6 * gpu_fitting, rel=1e-3)
     assert time(work_groups=1) == pytest.approx(4 * time(), rel=1e-2)
     assert time(accumulators=2, accumulator_share=2 / 16, is_cpu=0) == pytest.approx(time(), rel=1e-3)
 

@@ -10,8 +10,8 @@ faster), and learns from measured trials. Two exist:
   on a CPU stretched where too few independent accumulators leave the pipes waiting on a multiply-add's
   latency (unless each output's chain of updates is short enough that the core's out-of-order window holds the
   next outputs' chains too: a pooling's nine steps), and where the accumulators and a step's operands (the
-  vectors it loads, a value broadcast) do not fit the registers (then every accumulator loaded and stored at
-  every update); spread over the compute units its work-groups keep busy. :meth:`~AnalyticModel.block_cycles`
+  vectors it loads, a value broadcast) do not fit the registers (the accumulators left out, on a CPU all of
+  them, loaded and stored at every update); spread over the compute units its work-groups keep busy. :meth:`~AnalyticModel.block_cycles`
   is the same count for a register block from its configuration alone, before anything is generated. Its figure
   orders candidates of one task; it knows nothing a device's measurements would teach. (A candidate featurised
   before the instructions were counted is taken as the slower of moving its global bytes and making its
@@ -188,15 +188,17 @@ def _step_cycles(updates: float, loads: float, accumulators: float, share: float
                  cache_lines: float = 0.0, operands: float = STEP_OPERANDS, overlapped: float = 1.0) -> float:
     """Cycles of ``updates`` multiply-add and ``loads`` load instructions into ``accumulators`` vector
     accumulators (``share``: of the device's vector registers) with ``operands`` registers of a step's values
-    beside them, and ``cache_lines`` new lines: the slower of the pipes, a cycle a new line; a block whose
-    accumulators and operands do not fit the registers taken as kept in memory, each accumulator loaded and
-    stored at every update (the C compiler's spills in the inner loop cost about that, not only the values
-    past the registers); on a CPU stretched where too few accumulators -- ``overlapped`` times as many where
-    the core runs several outputs' chains at once (:func:`_overlapped`) -- leave the pipes waiting on a
-    multiply-add's latency."""
+    beside them, and ``cache_lines`` new lines: the slower of the pipes, a cycle a new line; the accumulators
+    that do not fit the registers beside the operands loaded and stored at every update -- on a CPU all of them
+    once any does not (the C compiler's spills in the inner loop cost about that, not only the values past the
+    registers; a GPU's registers per work-item are not known to that precision); on a CPU stretched where too
+    few accumulators -- ``overlapped`` times as many where the core runs several outputs' chains at once
+    (:func:`_overlapped`) -- leave the pipes waiting on a multiply-add's latency."""
     registers = accumulators / share if share > 0 else math.inf
-    if accumulators + operands > registers:
-        loads = loads + 2 * updates
+    spilled = min(accumulators, max(0.0, accumulators + operands - registers))
+    if spilled and is_cpu:
+        spilled = accumulators
+    loads = loads + 2 * updates * spilled / accumulators
     cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE) + cache_lines / LINES_PER_CYCLE
     if is_cpu:
         cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / (accumulators * overlapped))
