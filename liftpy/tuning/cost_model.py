@@ -11,11 +11,11 @@ faster), and learns from measured trials. Two exist:
   latency (unless each output's chain of updates is short enough that the core's out-of-order window holds the
   next outputs' chains too: a pooling's nine steps), and where the accumulators and a step's operands (the
   vectors it loads, a value broadcast) do not fit the registers (the accumulators left out, on a CPU all of
-  them, loaded and stored at every update); spread over the compute units its work-groups keep busy. :meth:`~AnalyticModel.block_cycles`
-  is the same count for a register block from its configuration alone, before anything is generated. Its figure
-  orders candidates of one task; it knows nothing a device's measurements would teach. (A candidate featurised
-  before the instructions were counted is taken as the slower of moving its global bytes and making its
-  multiply-adds.)
+  them, loaded and stored at every update); spread over the compute units its work-groups keep busy.
+  :meth:`~AnalyticModel.block_cycles` is the same count for a register block from its configuration alone (its
+  step's new lines estimated), before anything is generated. Its figure orders candidates of one task; it knows
+  nothing a device's measurements would teach. (A candidate featurised before the instructions were counted is
+  taken as the slower of moving its global bytes and making its multiply-adds.)
 - :class:`LearnedModel`: gradient-boosted trees (LightGBM: small, fast to train on a few thousand rows, and the
   model TVM's and Ansor's tuners found to rank candidates well) fitted to the logarithm of the measured times of
   every task of a device, each over its task's fastest, so that what it learns on one layer carries to the
