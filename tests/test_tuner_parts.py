@@ -3,14 +3,18 @@
 The fake runner answers each configuration with a time of its own (a hash of it: a landscape the test knows),
 wrong for the configurations the test says; the fake builder builds nothing. What is tested is the tuner's:
 batches built ahead of the runner, every trial recorded once, resumed, a wrong trial never chosen, the fastest
-measured again, a bug stopping the run, and the scheduler's share of one budget."""
+measured again, a bug stopping the run, and the scheduler's share of one budget; and a real builder's
+processes ending with the process that started them."""
 
 import hashlib
 import json
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 
 import pytest
 
@@ -667,3 +671,52 @@ def test_a_prefilter_chooses_which_of_a_large_sample_are_featurised():
     best_eight = sorted(drawn, key=line_time)[:8]
     assert len(featurised) == 8 + 2 and all(c in featurised for c in best_eight)
     assert first == best_eight[0]
+
+
+BUILDS_THEN_WAITS = '''
+import sys, time
+from liftpy.device import Device
+from liftpy.tuning import ProgramTask
+from liftpy.tuning.builder import Build, LocalBuilder
+
+if __name__ == "__main__":
+    device = Device(name="a CPU", kind="cpu", compute_units=2, preferred_vector_width_float=8)
+    task = ProgramTask.make(sys.argv[1], {"N": 1, "C": 4, "H": 6, "W": 6, "K": 4, "kernelHeight": 3,
+                                          "kernelWidth": 3, "padSize": (1, 1, 1, 1), "stride": (1, 1)})
+    builder = LocalBuilder(workers=1)
+    builder.build([Build(task.portable(), device, task.complete(task.space(device).plain()))])[0].result()
+    print(*builder.process_ids, flush=True)
+    time.sleep(600)
+'''
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an orphan's exit is reaped by whoever adopted it)."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads processes' states from /proc")
+def test_a_builders_processes_end_when_the_process_that_started_them_is_killed(tmp_path):
+    """Killed (SIGKILL: nothing cleans up), a tuner leaves its builder processes waiting on their pool's queue,
+    each holding its route spaces; each watches the process that started it and ends within seconds."""
+    from .test_programs import PROGRAMS
+
+    script = tmp_path / "builds_then_waits.py"
+    script.write_text(BUILDS_THEN_WAITS)
+    tuner = subprocess.Popen([sys.executable, str(script), str(PROGRAMS / "conv_bias_relu.lift")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        builders = [int(pid) for pid in tuner.stdout.readline().split()]
+        assert builders, tuner.stderr.read() if tuner.poll() is not None else "no builder process started"
+        assert all(_running(pid) for pid in builders)
+        tuner.kill()
+        tuner.wait()
+        deadline = time.monotonic() + 20
+        while any(_running(pid) for pid in builders) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_running(pid) for pid in builders)
+    finally:
+        tuner.kill()

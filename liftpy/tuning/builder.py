@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import multiprocessing
 import os
+import threading
 import time
 import traceback
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -234,11 +235,25 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _single_threaded():
-    """A builder process's numerical libraries on one thread: it shares the machine with the device."""
+def _builder_process():
+    """A builder process's start: its numerical libraries on one thread (it shares the machine with the device),
+    and a watch that ends it once the process that started it is gone -- killed, the tuner never closes the
+    pool's queue, and the builder would wait on it for ever, holding its route spaces' memory."""
     from .runner import _HOST_THREADS
 
     os.environ.update({name: "1" for name in _HOST_THREADS})
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(PARENT_WATCH_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="liftpy-builder-parent-watch", daemon=True).start()
+
+
+#: how often a builder process looks whether the process that started it is still there
+PARENT_WATCH_S = 1.0
 
 
 class LocalBuilder:
@@ -262,7 +277,7 @@ class LocalBuilder:
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_single_threaded)
+                                   initializer=_builder_process)
 
     def reset(self) -> None:
         """Kill the processes (one is stuck past the tuner's time limit) and start afresh."""
