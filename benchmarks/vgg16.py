@@ -221,9 +221,9 @@ def main():
         im2col = im2col_bytes(spec.batch, spec.channels, spec.height, spec.width, spec.kernels,
                               spec.kernel_height, spec.kernel_width, spec.out_height, spec.out_width)
         gflops = spec.flops / call_ms / 1e6
-        tuner = (f"{tuner_ms:8.2f} {kernel_ms / tuner_ms:10.2f}" if tuner_ms
-                 else f"{'guess':>8} {'-':>10}")  # untuned: the cost model's guess runs
-        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {tuner} "
+        tuner_cells = (f"{tuner_ms:8.2f} {kernel_ms / tuner_ms:10.2f}" if tuner_ms
+                       else f"{'guess':>8} {'-':>10}")  # untuned: the cost model's guess runs
+        line = (f"{name:9} {layer.plans[0].algorithm:9} {tried:6} {call_ms:8.2f} {kernel_ms:10.2f} {tuner_cells} "
                 f"{call_ms / kernel_ms:9.3f} {gflops:8.1f} {memory / 2**20:6.1f} {im2col / memory:9.2f} "
                 f"{gflops / peak:7.2f}")
         for m in baselines:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Protocol, Sequence
 
+from ..codegen.memory import SCALAR_BYTES
 from .features import CHOICE_NAMES, LINE_BYTES, NAMES, current
 
 #: multiply-adds a compute unit makes per millisecond and vector lane, and global bytes it moves per
@@ -49,8 +50,6 @@ FMA_LATENCY = 4
 OUT_OF_ORDER_WINDOW = 320
 #: cache lines a core's first-level cache takes in a cycle from the next level (64 bytes a cycle)
 LINES_PER_CYCLE = 1
-#: bytes of a float (the language's only floating type)
-FLOAT_BYTES = 4
 #: what a kernel's launch costs, in the figure's milliseconds
 LAUNCH_MS = 1e-3
 #: the vector registers a step needs beside its accumulators where its features do not say
@@ -181,7 +180,7 @@ def _block_lines(f: Mapping[str, float]) -> float:
         return 0.0
     vectorised, broadcast = ((f["block_outer"], f["block_inner"]) if f["vector_outer"]
                              else (f["block_inner"], f["block_outer"]))
-    return math.ceil(vectorised * FLOAT_BYTES / LINE_BYTES) + broadcast * FLOAT_BYTES / LINE_BYTES
+    return math.ceil(vectorised * SCALAR_BYTES / LINE_BYTES) + broadcast * SCALAR_BYTES / LINE_BYTES
 
 
 def _step_cycles(updates: float, loads: float, accumulators: float, share: float, is_cpu: float,
