@@ -259,7 +259,7 @@ class GuessProgress:
 
 class PreparedNetwork:
     """A network compiled for a device, its weights uploaded and its memory planned: ``run(feeds)``.
-    ``step_ms`` (after a call with ``profile``) gives each step's kernel time; ``peak_bytes`` the device
+    ``step_ms`` (after a call with ``profile``) gives each step's kernels' span; ``peak_bytes`` the device
     memory it holds: activations, weights and each program's intermediates."""
 
     def __init__(self, network: Network, device=None, db=None, check: bool = True):
@@ -414,7 +414,7 @@ class PreparedNetwork:
     def _run(self, hosts, buffers: Mapping[str, object], profile: bool, every: bool = False) -> dict[str, np.ndarray]:
         """One call on ``buffers`` (each tensor's, :meth:`_buffers`); with ``every``, every step's output read."""
         from ..errors import DeviceError
-        from ..runtime import _cl, _event_ms, launch
+        from ..runtime import _cl, kernels_span_ms, launch
 
         cl = _cl()
         network = self.network
@@ -437,7 +437,7 @@ class PreparedNetwork:
         except cl.Error as e:
             raise DeviceError(f"running {network.name} failed: {e}") from None
         if profile:
-            self.step_ms = [sum(_event_ms(e) for e in step_events) for step_events in events]
+            self.step_ms = [kernels_span_ms(step_events) if step_events else 0.0 for step_events in events]
         return results
 
     def _buffers(self, plan: MemoryPlan) -> dict[str, object]:

@@ -1,16 +1,16 @@
 """The measuring protocol: how a runner times candidates, and the seeds of the inputs they are checked on.
 
-A batch of built candidates is checked, warmed up, then timed in :class:`Timing`'s rounds *taken in turns*:
-round 1 of every candidate, then round 2 of every candidate, ... A round lasts at least ``min_round_ms`` (as
-many calls as that takes, TVM's ``min_repeat_ms``), and its figure is the mean kernel-event time of its calls;
-a candidate's time is the median of its rounds, its spread how far apart the middle half of its rounds lie
-(:func:`spread`). The machine's speed drifts for seconds at a time (another process, another library's thread
-pool still spinning after its last call, the OpenCL runtime's threads waking up): candidates timed in turns
-meet the same spells, so their ranking follows the kernels, not the machine; a figure that must hold (a pick's)
-is sampled over several seconds (``min_span_ms``). A network's steps are timed ``cold``: each call after a copy
-that fills the device's caches with other data and its inputs written again, as the network's other steps leave
-them; back to back, a call finds its weights where the last left them, which no step of a network does. The
-protocol is written out in the README.
+A batch of built candidates is checked, warmed up, then timed in :class:`Timing`'s rounds *taken in turns*: round 1
+of every candidate, then round 2 of every candidate, ... A round lasts at least ``min_round_ms`` (as many calls as
+that takes, TVM's ``min_repeat_ms``), and its figure is the mean of its calls' kernel spans (the first kernel's
+start to the last's end: the device's waits between kernels included); a candidate's time is the median of its
+rounds, its spread how far apart the middle half of its rounds lie (:func:`spread`). The machine's speed drifts for
+seconds at a time (another process, another library's thread pool still spinning after its last call, the OpenCL
+runtime's threads waking up): candidates timed in turns meet the same spells, so their ranking follows the kernels,
+not the machine; a figure that must hold (a pick's) is sampled over several seconds (``min_span_ms``). A network's
+steps are timed ``cold``: each call after a copy that fills the device's caches with other data and its inputs
+written again, as the network's other steps leave them; back to back, a call finds its weights where the last left
+them, which no step of a network does. The protocol is written out in the README.
 """
 
 from __future__ import annotations
