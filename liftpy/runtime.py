@@ -710,9 +710,9 @@ def _event_ms(event) -> float:
 def kernels_span_ms(events) -> float:
     """The time from the first of a call's kernel events (launched in order on an in-order queue) starting to
     the last ending, in ms: their times and the device's waits between them (PoCL on a CPU: 15-30 us a kernel),
-    which a user's call pays as well."""
-    if len(events) == 1:
-        return _event_ms(events[0])
+    which a user's call pays as well (none: 0, a program whose kernels all ran once, when it was prepared)."""
+    if len(events) <= 1:
+        return _event_ms(events[0]) if events else 0.0
     info = _cl().profiling_info
     return (events[-1].get_profiling_info(info.END) - events[0].get_profiling_info(info.START)) * 1e-6
 

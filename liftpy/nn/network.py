@@ -437,7 +437,7 @@ class PreparedNetwork:
         except cl.Error as e:
             raise DeviceError(f"running {network.name} failed: {e}") from None
         if profile:
-            self.step_ms = [kernels_span_ms(step_events) if step_events else 0.0 for step_events in events]
+            self.step_ms = [kernels_span_ms(step_events) for step_events in events]
         return results
 
     def _buffers(self, plan: MemoryPlan) -> dict[str, object]:
