@@ -8,7 +8,8 @@ A task is a VGG-16 layer or a program of examples/programs/ at benchmarks/progra
 benchmarks/search.py), or a step of an ONNX network (batch 1) by its index. For each task, the model's guess
 (liftpy.tuning.guess: the first pick of a model-guided search) is found twice: with the analytic model alone (a
 device with no data) and with the learned model trained on the ``--train-db`` trials of every *other* task
-(leave-one-task-out: the model a device's earlier tunings would give it). The transferred configuration is the best
+(leave-one-task-out: the model a device's earlier tunings would give it; their tasks' bests adapted among its
+candidates, as liftpy.tuning.guess.best_guess has them). The transferred configuration is the best
 of the most similar other task of the ``--train-db`` trials, adapted to the task (liftpy.tuning.transfer;
 leave-one-task-out too). All are measured in one batch, their rounds in turns for 5 s, with the best of the
 ``--reference-db`` tunings of the task (refs-*.sqlite: 200 trials each on this machine), and given over that best.
@@ -67,10 +68,21 @@ def guesses(task, space, train_dbs: list[str], seed: int, as_recorded: bool = Fa
             models = [DeviceModel.of(d, space.device.name) for d in (None, TuningDB(db, readonly=True))]
         if not models[1].rows:
             raise SystemExit(f"{', '.join(train_dbs)}: no trial of another task with features this liftpy reads")
-        for model in models:
-            search = model_search(task, space, model, 1, seed, featurise)
+        for model, elsewhere in zip(models, ([], learned_elsewhere(task, space, train_dbs))):
+            search = model_search(task, space, model, 1, seed, featurise, elsewhere=elsewhere)
             picks.append(task.complete(search.propose(1)[0]))
     return picks[0], picks[1], time.perf_counter() - start, len(models[1].rows)
+
+
+def learned_elsewhere(task, space, train_dbs: list[str]) -> list[dict]:
+    """The other tasks' bests of ``train_dbs`` adapted to ``space``, most similar first: what the learned guess
+    of an untuned task ranks among its candidates (liftpy.tuning.guess.best_guess)."""
+    from liftpy.tuning.transfer import bests_by_task, transferred
+
+    held_out = unversioned(task.key)
+    trials = [t for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
+              if t.time_ms and unversioned(t.task_key) != held_out]
+    return transferred(task.key, space, bests_by_task(trials))
 
 
 def recorded_by_today(train_dbs: list[str]) -> bool:

@@ -556,6 +556,61 @@ def test_a_model_guided_search_measures_the_most_similar_tasks_best_among_its_op
     assert {"a": 80} not in later and len({c["a"] for c in first + later}) == len(first + later)
 
 
+def test_a_guess_ranks_the_other_tasks_bests_with_its_pool_instead_of_measuring_the_first_of_them_first():
+    """With ``anchor_elsewhere`` false (a guess: one configuration runs), the transferred bests join the pool and
+    the model ranks them with the rest: one the model puts first is the first proposal, one it puts behind is not
+    proposed first -- as the anchored search would."""
+    from liftpy.tuning.strategy import ModelGuided
+
+    def featurise(configs):
+        return [{"time": line_time(c)} for c in configs]
+
+    def guess(elsewhere, anchored):
+        search = ModelGuided(LineSpace(), 1, 0, None, Oracle(), featurise, pool=6, climbs=0, elsewhere=elsewhere,
+                             anchor_elsewhere=anchored)
+        return search.propose(1)[0], search
+
+    drawn = LineSpace().sample(6, seed=0)
+    assert {"a": 37} not in drawn and {"a": 90} not in drawn
+    assert guess([{"a": 90}, {"a": 37}], anchored=False)[0] == {"a": 37}  # the second transferred, best ranked
+    pick, search = guess([{"a": 90}], anchored=False)
+    assert pick == min(drawn, key=line_time) and search.features[config_key({"a": 90})] is not None
+    assert guess([{"a": 90}], anchored=True)[0] == {"a": 90}
+
+
+def test_the_guess_of_an_untuned_task_has_the_devices_other_tasks_bests_among_its_candidates(tmp_path, monkeypatch):
+    """best_guess hands the model search the bests its database holds of the device's other tasks, adapted to the
+    task's space (liftpy.tuning.transfer), and keys the guess it keeps by them."""
+    from liftpy.tuning import ProgramTask, guess
+    from liftpy.tuning.program import ROUTE
+
+    from .test_guess import AVX2, SIZES
+    from .test_programs import PROGRAMS
+
+    monkeypatch.setenv("LIFTPY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LIFTPY_GUESS_POOL", "2")
+    other, task = (ProgramTask.make(PROGRAMS / "conv_bias_relu.lift", {**SIZES, "K": k}) for k in (32, 16))
+    other_space, space = other.space(AVX2), task.space(AVX2)
+    config = other.complete({**other_space.plain(), "block.window": 4, "unroll": 1, "vector": 8, "vector_outer": 2,
+                             "block.kernelWeights": 16})
+    assert other_space.valid(config) and space.adapted(config) is not None
+    handed = []
+    searched = guess.model_search
+
+    def model_search(*args, elsewhere=(), **kwargs):
+        handed.append(list(elsewhere))
+        return searched(*args, elsewhere=elsewhere, **kwargs)
+
+    monkeypatch.setattr(guess, "model_search", model_search)
+    guess.best_guess(task, AVX2, tmp_path / "none.sqlite", space=space)
+    db = TuningDB(tmp_path / "t.sqlite")
+    db.record(other, ROUTE, config, {"name": AVX2.name, "driver": "", "platform": ""},
+              {"status": "ok", "cause": "", "time_ms": 1.0})
+    guess.best_guess(task, AVX2, db, space=space)  # not the guess kept without the database's bests
+    db.close()
+    assert handed == [[], [space.adapted(config)]]
+
+
 def test_a_model_guided_search_whose_pool_is_spent_draws_another_sample():
     from liftpy.tuning.strategy import ModelGuided
 

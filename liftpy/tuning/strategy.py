@@ -104,10 +104,11 @@ class ModelGuided:
 
     Each opinion the search holds is measured in its first batches, whatever the model predicts of it:
     ``first[0]`` where given (a caller's guess), ``elsewhere[0]`` -- the best of the device's most similar task,
-    adapted (:mod:`liftpy.tuning.transfer`; every one of ``elsewhere`` joins the pool) -- and the best predicted
-    by ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few trials (a
-    network's small tasks get five or so) then does not miss what the formula sees where trees trained on other
-    tasks misrank this one (``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
+    adapted (:mod:`liftpy.tuning.transfer`; every one of ``elsewhere`` joins the pool) unless ``anchor_elsewhere``
+    is false (a guess, which runs one configuration: the model then ranks them with the rest) -- and the best
+    predicted by ``second_opinion`` (another model, the analytic one beside a learned one). A search of a few
+    trials (a network's small tasks get five or so) then does not miss what the formula sees where trees trained
+    on other tasks misrank this one (``benchmarks/results/default-guess-a3f6339-zen3.txt``)."""
 
     def __init__(self, space, trials: int, seed: int, first: dict | list[dict] | None, model,
                  featurise: Callable[[list[dict]], Sequence[dict | None]],
@@ -115,13 +116,14 @@ class ModelGuided:
                  pool: int = 64, explore: float = 0.125, parents: int = 2, climbs: int = 3,
                  prefilter: Callable[[list[dict]], Sequence[float]] | None = None, drawn: int = 512,
                  drawn_structures: int | None = None, second_opinion=None, elsewhere: Sequence[dict] = (),
-                 neighbours: int | None = None):
+                 neighbours: int | None = None, anchor_elsewhere: bool = True):
         self.space, self.model, self.featurise, self.learn = space, model, featurise, learn
         self.second_opinion, self._second_pick = second_opinion, None
         self.prefilter, self.drawn, self.drawn_structures = prefilter, drawn, drawn_structures
         self._climbs_left, self.neighbours = climbs, neighbours
         self.first = [first] if isinstance(first, dict) else list(first or [])
         self.elsewhere = [dict(c) for c in elsewhere]
+        self.anchor_elsewhere = anchor_elsewhere
         self.pool_size, self.explore, self.parents = pool, explore, parents
         self.rng = random.Random(seed)
         self.seed = seed
@@ -163,7 +165,8 @@ class ModelGuided:
             if pool:
                 figures = self.second_opinion.predict([self.features[k] for k in pool])
                 self._second_pick = pool[min(range(len(pool)), key=figures.__getitem__)]
-        keys = [config_key(c) for c in [*self.first[:1], *self.elsewhere[:1]]] + [k for k in [self._second_pick] if k]
+        anchored = self.elsewhere[:1] if self.anchor_elsewhere else []
+        keys = [config_key(c) for c in [*self.first[:1], *anchored]] + [k for k in [self._second_pick] if k]
         return [k for k in dict.fromkeys(keys) if k not in self.proposed and self.features.get(k) is not None]
 
     def _ranked(self) -> list[str]:
