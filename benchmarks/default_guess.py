@@ -68,21 +68,10 @@ def guesses(task, space, train_dbs: list[str], seed: int, as_recorded: bool = Fa
             models = [DeviceModel.of(d, space.device.name) for d in (None, TuningDB(db, readonly=True))]
         if not models[1].rows:
             raise SystemExit(f"{', '.join(train_dbs)}: no trial of another task with features this liftpy reads")
-        for model, elsewhere in zip(models, ([], learned_elsewhere(task, space, train_dbs))):
+        for model, elsewhere in zip(models, ([], others_bests(task, space, train_dbs))):
             search = model_search(task, space, model, 1, seed, featurise, elsewhere=elsewhere)
             picks.append(task.complete(search.propose(1)[0]))
     return picks[0], picks[1], time.perf_counter() - start, len(models[1].rows)
-
-
-def learned_elsewhere(task, space, train_dbs: list[str]) -> list[dict]:
-    """The other tasks' bests of ``train_dbs`` adapted to ``space``, most similar first: what the learned guess
-    of an untuned task ranks among its candidates (liftpy.tuning.guess.best_guess)."""
-    from liftpy.tuning.transfer import bests_by_task, transferred
-
-    held_out = unversioned(task.key)
-    trials = [t for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
-              if t.time_ms and unversioned(t.task_key) != held_out]
-    return transferred(task.key, space, bests_by_task(trials))
 
 
 def recorded_by_today(train_dbs: list[str]) -> bool:
@@ -95,15 +84,22 @@ def recorded_by_today(train_dbs: list[str]) -> bool:
     return any(current(t.features) for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok"))
 
 
-def transferred_best(task, space, train_dbs: list[str]) -> dict:
-    """The best of the most similar task of ``train_dbs`` but this one, adapted to ``space`` (else its plain
-    configuration)."""
-    from liftpy.tuning.transfer import bests_by_task, transferred
+def others_bests(task, space, train_dbs: list[str], limit: int | None = None) -> list[dict]:
+    """The bests of the tasks of ``train_dbs`` but this one, adapted to ``space``, the most similar first (at most
+    ``limit``, else liftpy.tuning.transfer's): what the learned guess ranks among its candidates
+    (liftpy.tuning.guess.best_guess)."""
+    from liftpy.tuning.transfer import TRANSFERRED, bests_by_task, transferred
 
     held_out = unversioned(task.key)
     trials = [t for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
               if t.time_ms and unversioned(t.task_key) != held_out]
-    adapted = transferred(task.key, space, bests_by_task(trials), limit=1)
+    return transferred(task.key, space, bests_by_task(trials), limit=limit or TRANSFERRED)
+
+
+def transferred_best(task, space, train_dbs: list[str]) -> dict:
+    """The best of the most similar task of ``train_dbs`` but this one, adapted to ``space`` (else its plain
+    configuration)."""
+    adapted = others_bests(task, space, train_dbs, limit=1)
     return task.complete(adapted[0] if adapted else space.plain())
 
 

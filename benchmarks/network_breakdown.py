@@ -24,22 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from network_ab import databases_parser, header, network_and_input  # noqa: E402
 
 
-def liftpy_steps(prepared, feeds, calls: int) -> list[float]:
-    """Each step's median kernel span over ``calls`` calls (after a settling spell)."""
-    return prepared.timed(feeds, calls)[1]
-
-
 def onnx_runtime_nodes(model: Path, feed: str, x, calls: int, threads: int) -> list[tuple[str, str, float]]:
     """(node, operator, median ms) for each node ONNX Runtime ran, in the order it first ran them."""
-    import onnxruntime
+    from networks import onnx_runtime_session
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.enable_profiling = True
     with tempfile.TemporaryDirectory() as directory:
-        options.profile_file_prefix = str(Path(directory) / "ort")
-        session = onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        session = onnx_runtime_session(model, threads, profile_prefix=str(Path(directory) / "ort"))
         for _ in range(10 + calls):
             session.run(None, {feed: x})
         events = json.loads(Path(session.end_profiling()).read_text())
@@ -76,7 +66,7 @@ def main() -> None:
     print(lines[-1], flush=True)
     net, name, x = network_and_input(args)
     prepared = net.prepare(db=args.dbs.split(",")[0])
-    steps = liftpy_steps(prepared, {name: x}, args.calls)
+    steps = prepared.timed({name: x}, args.calls)[1]  # each step's median kernel span
     width = min(max(len(step.name) for step in net.steps), 60)
     lines.append(f"liftpy: {len(net.steps)} steps, each its kernels' span (ms, median of {args.calls} calls)")
     for step, ms, program in zip(net.steps, steps, prepared.programs):

@@ -53,13 +53,17 @@ def commit() -> str:
         return "?"
 
 
-def onnx_runtime_session(path: Path, threads: int):
+def onnx_runtime_session(path: Path, threads: int, profile_prefix: str | None = None):
+    """ONNX Runtime's CPU session of the model at ``path``: ``threads`` threads, not spinning between calls; with
+    ``profile_prefix``, its profiler on, writing there."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if profile_prefix is not None:
+        options.enable_profiling, options.profile_file_prefix = True, profile_prefix
     return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
