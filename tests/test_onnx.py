@@ -67,6 +67,55 @@ def test_a_residual_add_fused_into_its_convolution_agrees_with_onnx_runtime():
     assert agrees(net.run({"x": x})["y"], onnx_runtime(model, x))
 
 
+def test_a_convolution_with_a_residual_blocks_its_sums_in_registers_and_computes_what_numpy_does():
+    """conv2dAddClip starts each sum from its bias plus its residual element, so the route blocks the kernels and
+    the windows as a convolution's (the residual's rows carried beside the windows): its register-blocked,
+    vectorised configurations, run on poisoned buffers, against a float64 convolution of tests/reference.py plus
+    the residual, clamped."""
+    from liftpy.nn import operators
+
+    from . import reference
+    from .route_configs import example_configs
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    residual = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
+    step = operators.conv("c", "Conv+Add+Relu", "x", x.shape, w, b, "y", padding=(1, 1, 1, 1), clamp=(0.0, np.inf),
+                          residual="r")
+    space = step.task.space()
+    assert [level.name for level in space.levels] == ["kernelWeights", "window"]
+    blocked = [c for c in example_configs(space) if c["block.kernelWeights"] > 1 and c["block.window"] > 1]
+    assert any(c["vector"] for c in blocked)
+    expected = np.maximum(reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1)) + residual, 0.0)
+    inputs = {"input": x, "weights": w, "biases": b, "residual": residual, "low": np.float32(0.0),
+              "high": np.float32(np.inf)}
+    for config in blocked[:4]:
+        exe = liftpy.compile(space.lower(config), step.task.size_map, function=step.function)
+        got = exe.run(inputs, poison=True).output.reshape(expected.shape)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))
+
+
+def test_a_fused_residual_runs_winograds_program_with_the_residual_where_that_is_tuned(tmp_path):
+    """A 3x3 convolution with a residual keeps Winograd's program as its alternative (the residual added in its
+    last stage): with only that tuned, the network runs it, checked step by step, and agrees with ONNX Runtime."""
+    from liftpy.nn.operators import WINOGRAD
+    from liftpy.tuning import tune_groups
+
+    model = residual_net(1)
+    net = liftpy.onnx.from_model(model, fuse_residual=True)
+    fused = next(step for step in net.steps if step.function == "conv2dAddClip")
+    (algorithm, task), = fused.programs[1:]
+    assert (algorithm, task.function) == (WINOGRAD, "conv2dWinogradAddClip")
+    db = tmp_path / "w.sqlite"
+    tune_groups([[(WINOGRAD, task)]], 8, db, repeat=1, confirm=0, **QUIET)
+    prepared = net.prepare(db=db)
+    assert prepared.bests[fused.task].name == WINOGRAD
+    x = np.random.default_rng(5).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    assert agrees(prepared.run({"x": x})["y"], onnx_runtime(model, x))
+
+
 def test_preparing_untuned_steps_says_how_far_their_guesses_are(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LIFTPY_CACHE", str(tmp_path / "cache"))  # no guess kept from another test
     monkeypatch.setattr(GuessProgress, "QUIET_S", 0.0)

@@ -197,6 +197,28 @@ def test_map_map_interchange(n, m, f, seed):
     check(rules.mapMapInterchange, text, arrays(seed, xs=(n,), ys=(m,)))
 
 
+@covers("mapMapInterchangeZip")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 4), hs.integers(1, 4), using("r", "a", "b"), seeds)
+def test_map_map_interchange_zip(n, m, f, seed):
+    """The inner map also walks a row of the outer element (a residual's row beside shared windows)."""
+    text = f"""def p(xs: [float]_n, rows: [[float]_m]_n, ys: [float]_m) =
+        map((a, row) -> map((b, r) -> {f}, zip(ys, row)), zip(xs, rows))"""
+    check(rules.mapMapInterchangeZip, text, arrays(seed, xs=(n,), rows=(n, m), ys=(m,)))
+
+
+@covers("mapMapInterchangeSplitZip")
+@settings(max_examples=EXAMPLES)
+@given(hs.integers(1, 3), hs.integers(1, 3), hs.integers(1, 3), using("r", "a", "b"), seeds)
+def test_map_map_interchange_split_zip(n, chunk, chunks, f, seed):
+    """The same over chunks of the zipped arrays (a blocked level's blocks), each chunk reduced."""
+    m = chunk * chunks
+    text = f"""def p(xs: [float]_n, rows: [[float]_{m}]_n, ys: [float]_{m}) =
+        map((a, row) -> map(c -> reduce(0.0f, (acc, (b, r)) -> acc + {f}, c), split({chunk}, zip(ys, row))),
+            zip(xs, rows))"""
+    check(rules.mapMapInterchangeSplitZip, text, arrays(seed, xs=(n,), rows=(n, m), ys=(m,)))
+
+
 @covers("mapReduceInterchange")
 @settings(max_examples=EXAMPLES)
 @given(hs.integers(1, 4), hs.integers(1, 4), scalar_fun("acc", "x"), literal, seeds)

@@ -123,24 +123,28 @@ def conv(name: str, op: str, x: str, x_shape, w: np.ndarray, b: np.ndarray | Non
         constants.update(_bounds(clamp))
     else:
         function, file = "conv2d", "conv2d.lift"
-    alternatives = ()
-    if residual is None:
-        alternatives = _winograd(make_layer((c, h, wd), (int(k), int(kh), int(kw)), tuple(stride), tuple(padding), n,
-                                            dilation=tuple(dilation), groups=int(groups)), clamp, constants)
+    alternatives = _winograd(make_layer((c, h, wd), (int(k), int(kh), int(kw)), tuple(stride), tuple(padding), n,
+                                        dilation=tuple(dilation), groups=int(groups)), clamp, constants,
+                             residual is not None)
     return Step(name, op, _task(file, function, sizes, constants), reads, output, (n, int(k), out_h, out_w),
                 constants, alternatives)
 
 
-def _winograd(layer, clamp, constants) -> tuple:
+def _winograd(layer, clamp, constants, residual: bool = False) -> tuple:
     """The step's Winograd program where F(2x2, 3x3) applies: conv2d_winograd.lift's (the task a layer of
-    :mod:`liftpy.nn` tunes), or with a clamp ``programs/conv2d_winograd_clip.lift``'s."""
+    :mod:`liftpy.nn` tunes), with a clamp ``programs/conv2d_winograd_clip.lift``'s, with a ``residual``
+    ``programs/conv2d_winograd_add_clip.lift``'s."""
     from . import winograd
 
     if not winograd.applies(layer):
         return ()
     extra = winograd.transforms()
     task = replace(winograd.winograd_task(layer), cold=True)
-    if tuple(clamp) != UNBOUNDED:
+    if residual:
+        task = _task("programs/conv2d_winograd_add_clip.lift", "conv2dWinogradAddClip",
+                     {**task.size_map, "outHeight": layer.out_height, "outWidth": layer.out_width},
+                     {**constants, **extra})
+    elif tuple(clamp) != UNBOUNDED:
         task = _task("programs/conv2d_winograd_clip.lift", "conv2dWinogradClip", task.size_map,
                      {**constants, **extra})
     return ((WINOGRAD, task, extra),)
@@ -241,9 +245,12 @@ def _conv_reference(v, s):
     args = (tuple(s["stride"]), tuple(s["padSize"]), tuple(s["dilation"]), int(s["groups"]))
     value = conv2d_reference(v["input"], v["weights"], v["biases"], *args)
     tolerance = conv2d_tolerance(v["input"], v["weights"], v["biases"], *args)
-    if "residual" in v:  # one more rounded addition
+    if "residual" in v:  # one more term of the sum, in any order (conv2dAddClip starts the sum with it)
         value = value + v["residual"]
-        tolerance = tolerance + 2 * FLOAT32_UNIT_ROUNDOFF * (_finite_abs(value) + _finite_abs(v["residual"]))
+        weights = v["weights"]
+        terms = int(np.prod(weights.shape[1:]))  # the window's products; the bias and the residual besides
+        tolerance = (tolerance * (_gamma(terms + 1) / _gamma(terms))
+                     + _gamma(terms + 1) * _finite_abs(np.asarray(v["residual"], np.float64)))
     return _clamped(value, tolerance, v)
 
 

@@ -52,6 +52,7 @@ from ..ir import (
     UserFun,
     Var,
 )
+from ..primitives import is_view
 from ..types import ArrayType, FunType, ScalarType, TupleType, Type, VectorType
 
 PREFIX = "?"
@@ -236,7 +237,8 @@ def _under_binder(p: Pattern, mapping, danger, names: Names):
 
 def beta(fun: Node, arg: Node, names: Names) -> Node:
     """``fun`` applied to ``arg``, reduced: a lambda's parameter is replaced by the argument when that is cheap
-    (a variable, a constant, or used once), else bound by a ``let`` so the argument is computed once."""
+    (a view, which computes nothing -- a variable, a constant, a zip of arrays -- or used once), else bound by a
+    ``let`` so the argument is computed once."""
     if not isinstance(fun, Lambda):
         return Apply(fun, arg)
     mapping: dict[str, Node] = {}
@@ -244,7 +246,7 @@ def beta(fun: Node, arg: Node, names: Names) -> Node:
 
     def bind(p: Pattern, a: Node):
         if isinstance(p, PVar):
-            if isinstance(a, (Var, Literal)) or count_uses(p.name, fun.body) <= 1:
+            if is_view(a) or count_uses(p.name, fun.body) <= 1:
                 mapping[p.name] = a
             else:
                 lets.append((p, a))

@@ -68,7 +68,8 @@ def block_level(name: str, size: arith.Expr) -> Strategy:
     reduction (interchanging it with the maps inside it, layout moved out of the way), and walk the block's
     reductions at once (Lift's reuse rules)."""
     split = topDown(binds(name) >> rules.splitJoin(size))
-    sink = repeat(topDown(binds(name) >> left_choice(rules.mapMapInterchange, rules.mapViewFission)))
+    sink = repeat(topDown(binds(name) >> left_choice(rules.mapMapInterchange, rules.mapMapInterchangeZip,
+                                                         rules.mapMapInterchangeSplitZip, rules.mapViewFission)))
     block = topDown(binds(name) >> left_choice(rules.blockReductions, rules.blockReductionsThen))
     return Strategy((split >> sink >> block).fn, f"block({name}, {size})")
 
