@@ -367,6 +367,18 @@ def test_a_stage_run_once_gets_its_cap_and_the_first_batches_fit_a_small_budget(
     assert counts[0] == 2 and sum(counts) == 7 and min(counts[1:]) >= 1, counts
 
 
+def test_a_resumed_budget_already_spent_still_gives_a_slot_never_tried_its_first_trial():
+    """A network tuned again with the budget it had, after a step was added (a new fusion): the database's trials
+    spent the budget, yet the new step gets one trial instead of none (a step with no correct trial is said and
+    runs a guess); the tried ones get nothing more."""
+    scheduler = TaskScheduler([Slot("old", 0), Slot("new", 1)], 10, batch=8)
+    for _ in range(10):
+        scheduler.observe(0, 1.0, handed=False)  # an earlier run's
+    assert scheduler.next() == (1, 1)
+    scheduler.observe(1, 2.0)
+    assert scheduler.next() is None
+
+
 def test_identical_layers_are_one_task_weighted_by_their_count(tmp_path, monkeypatch):
     """A network's repeated layer is tuned once: tune_layers hands the scheduler one group weighted 2."""
     seen = {}

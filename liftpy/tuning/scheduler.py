@@ -94,6 +94,8 @@ class TaskScheduler:
         if state.spent:
             return 0
         room = self.budget - self.spent
+        if state.trials + self.pending[index] == 0:  # never tried (a network's new step): its first trial, even
+            room = max(room, 1)                      # where the database's trials have spent the budget
         if slot.cap is not None:
             room = min(room, slot.cap - state.trials - self.pending[index])
         return max(0, room)
