@@ -69,10 +69,12 @@ def test_a_residual_add_fused_into_its_convolution_agrees_with_onnx_runtime():
 
 def test_a_convolution_with_a_residual_blocks_its_sums_in_registers_and_computes_what_numpy_does():
     """conv2dAddClip starts each sum from its bias plus its residual element, so the route blocks the kernels and
-    the windows as a convolution's (the residual's rows carried beside the windows): its register-blocked,
-    vectorised configurations, run on poisoned buffers, against a float64 convolution of tests/reference.py plus
-    the residual, clamped."""
+    the windows as a convolution's (the residual's rows carried beside the windows) and reads the weights from a
+    copy with the kernels innermost (the residual is not relaid: it was, as if its images were its kernels, and no
+    such configuration was valid): its register-blocked, vectorised configurations, run on poisoned buffers,
+    against a float64 convolution of tests/reference.py plus the residual, clamped."""
     from liftpy.nn import operators
+    from liftpy.rewrite.route.choices import RELAID
 
     from . import reference
     from .route_configs import example_configs
@@ -86,12 +88,14 @@ def test_a_convolution_with_a_residual_blocks_its_sums_in_registers_and_computes
                           residual="r")
     space = step.task.space()
     assert [level.name for level in space.levels] == ["kernelWeights", "window"]
+    assert space.sketcher.walked_inputs("kernelWeights") == ("weights",)  # the residual's kernels: its second dim
     blocked = [c for c in example_configs(space) if c["block.kernelWeights"] > 1 and c["block.window"] > 1]
-    assert any(c["vector"] for c in blocked)
+    relaid = [c for c in blocked if c["vector_outer"] == RELAID]  # the weights read from a copy, kernels innermost
+    assert any(c["vector"] for c in blocked) and relaid
     expected = np.maximum(reference.conv2d_groups_nchw(x, w, b, (1, 1), (1, 1, 1, 1)) + residual, 0.0)
     inputs = {"input": x, "weights": w, "biases": b, "residual": residual, "low": np.float32(0.0),
               "high": np.float32(np.inf)}
-    for config in blocked[:4]:
+    for config in blocked[:4] + relaid[:1]:
         exe = liftpy.compile(space.lower(config), step.task.size_map, function=step.function)
         got = exe.run(inputs, poison=True).output.reshape(expected.shape)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * float(np.abs(expected).max()))

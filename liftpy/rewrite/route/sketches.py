@@ -208,7 +208,8 @@ class Sketches:
 
     def walked_inputs(self, level: str) -> tuple[str, ...]:
         """The inputs of two or more dimensions whose outer dimension the map binding ``level`` walks: its array,
-        followed through zips, splits (groups of the dimension) and the binders of the maps above it."""
+        followed through zips, splits (groups of the dimension) and the binders of the maps above it that are
+        such groups (a residual's image, one element of it, is not: its kernels are its second dimension)."""
         fun = self.program.function(self.function)
         ranks = {p.name: len(array_dims(p.type)[0]) for p in fun.data_params}
         bound: dict[str, Node] = {}  # a map's binder (or a tuple component of it) -> the array it walks
@@ -225,8 +226,9 @@ class Sketches:
 
         def sources(array: Node) -> list[str]:
             if isinstance(array, Var):
-                if array.name in bound:
-                    return sources(bound[array.name])
+                if array.name in bound:  # one element of the array its map walks: a group of a split array
+                    walked = bound[array.name]  # walks that array's outer dimension, any other element its second
+                    return sources(walked.args[-1]) if getattr(primitive_of(walked), "groups", False) else []
                 return [array.name] if ranks.get(array.name, 0) >= 2 else []
             if zipped(array):
                 return [n for a in array.args for n in sources(a)]
