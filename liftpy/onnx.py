@@ -37,11 +37,11 @@ def _onnx():
     return onnx
 
 
-#: whether a residual Add joins the convolution computing one of its operands by default: the route's space of
-#: that program (conv2dAddClip: the windows zipped with the residual's rows) has no register blocking and no
-#: vectors -- blockReductions needs an epilogue that does not read the element -- so it runs far slower than a
-#: convolution and a separate sum (benchmarks/results/networks-a938e3e-zen3.txt)
-FUSE_RESIDUAL = False
+#: whether a residual Add joins the convolution computing one of its operands by default (conv2dAddClip, or
+#: Winograd's conv2dWinogradAddClip: each sum starts from its residual element, so the route blocks it as a
+#: convolution's): one kernel, no intermediate in global memory, a launch fewer; about as fast as a convolution
+#: and a separate sum on a CPU (benchmarks/results/residual-fusion-resnet18-37da0e5-xeon.txt)
+FUSE_RESIDUAL = True
 
 
 def load(path, batch: int | None = None, fuse_residual: bool = FUSE_RESIDUAL) -> Network:
@@ -323,7 +323,7 @@ class _Reader:
             self.merge(producer, node, "Add")
             return
         self.notes.append(f"{_label(node)} (Add) runs on its own: " + (
-            "the route's space of a convolution with a residual is slow (liftpy.onnx.FUSE_RESIDUAL)" if candidates
+            "fusing residuals is turned off (fuse_residual=False)" if candidates
             else "no convolution computing one of its operands has it as its only reader"))
         self.open(_Pending("add", [_label(node)], ["Add"], node.output[0],
                            dict(a=a_name, b=b_name, shape=a_shape), order=index))
