@@ -26,8 +26,7 @@ from .._cache import remembered
 from ..errors import InputError
 from .cost_model import DeviceModel
 from .db import TuningDB, config_key
-from .program import ROUTE
-from .transfer import bests_by_task, transferred
+from .transfer import route_bests, transferred
 
 #: candidates a guess featurises and ranks first (the best of 32 times as many random ones by their register
 #: blocks alone: nothing generated; a smaller guess draws from twice as many structures), and the most climbs from
@@ -91,7 +90,7 @@ def best_guess(task, device, database: TuningDB | str | Path | None = None, seed
             opened.close()
     trials = [] if database is None else database.trials(device=device.name, status="ok")
     model = DeviceModel.of_trials(trials)
-    bests = bests_by_task(t for t in trials if t.algorithm == ROUTE)
+    bests = route_bests(trials)
     learned = hashlib.sha256("\n".join(sorted(repr((k, t, sorted(f.items()))) for f, t, k in model.rows))
                              .encode()).hexdigest()
     shown = sorted(f"{key} {config_key(best.config)}" for key, best in bests.items())

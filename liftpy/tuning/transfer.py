@@ -15,6 +15,7 @@ import re
 from typing import Iterable
 
 from .db import Trial, config_key, ranked
+from .program import ROUTE
 
 #: the other tasks' bests a search starts from, most similar first
 TRANSFERRED = 6
@@ -50,6 +51,12 @@ def bests_by_task(trials: Iterable[Trial]) -> dict[str, Trial]:
     return {key: best[0] for key, best in ((k, ranked(v)) for k, v in by_task.items()) if best}
 
 
+def route_bests(trials: Iterable[Trial]) -> dict[str, Trial]:
+    """:func:`bests_by_task` of the trials through the automatic route: the configurations another task's route
+    space can adapt."""
+    return bests_by_task(t for t in trials if t.algorithm == ROUTE)
+
+
 def transferred(task_key: str, space, bests: dict[str, Trial], limit: int = TRANSFERRED) -> list[dict[str, int]]:
     """The bests of the other tasks in ``bests`` made configurations of ``space`` (where they can be), the most
     similar task's first (:func:`distance`), each once, at most ``limit`` (of the ``3 * limit`` most similar:
@@ -65,4 +72,4 @@ def transferred(task_key: str, space, bests: dict[str, Trial], limit: int = TRAN
     return list(out.values())
 
 
-__all__ = ["TRANSFERRED", "task_sizes", "distance", "bests_by_task", "transferred"]
+__all__ = ["TRANSFERRED", "task_sizes", "distance", "bests_by_task", "route_bests", "transferred"]

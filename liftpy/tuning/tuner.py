@@ -37,7 +37,7 @@ from .program import JOINED, ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
 from .scheduler import Slot, TaskScheduler
 from .strategy import LocalSearch, ModelGuided, SearchStrategy
-from .transfer import bests_by_task, transferred
+from .transfer import route_bests, transferred
 
 #: rounds of measuring the fastest trials again before a task's best is given (each a batch of a few trials)
 CONFIRM_PASSES = 3
@@ -263,9 +263,9 @@ class Tuner:
         return self._trials
 
     def _bests_elsewhere(self) -> dict:
-        """Each task's best trial through the route on this device (:func:`~liftpy.tuning.transfer.bests_by_task`)."""
+        """Each task's best trial through the route on this device (:func:`~liftpy.tuning.transfer.route_bests`)."""
         if self._bests is None:
-            self._bests = bests_by_task(t for t in self._device_trials() if t.algorithm == ROUTE)
+            self._bests = route_bests(self._device_trials())
         return self._bests
 
     def _device_model(self) -> DeviceModel:
