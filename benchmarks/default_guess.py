@@ -88,12 +88,12 @@ def others_bests(task, space, train_dbs: list[str], limit: int | None = None) ->
     """The bests of the tasks of ``train_dbs`` but this one, adapted to ``space``, the most similar first (at most
     ``limit``, else liftpy.tuning.transfer's): what the learned guess ranks among its candidates
     (liftpy.tuning.guess.best_guess)."""
-    from liftpy.tuning.transfer import TRANSFERRED, bests_by_task, transferred
+    from liftpy.tuning.transfer import TRANSFERRED, route_bests, transferred
 
     held_out = unversioned(task.key)
     trials = [t for db in train_dbs for t in TuningDB(db, readonly=True).trials(status="ok")
               if t.time_ms and unversioned(t.task_key) != held_out]
-    return transferred(task.key, space, bests_by_task(trials), limit=limit or TRANSFERRED)
+    return transferred(task.key, space, route_bests(trials), limit=limit or TRANSFERRED)
 
 
 def transferred_best(task, space, train_dbs: list[str]) -> dict:

@@ -564,3 +564,29 @@ def test_z3s_main_context_is_left_to_the_operating_system_at_exit():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["proved", "True", "owner", "False"]
+
+
+def test_an_error_inside_z3_is_an_unproved_fact_not_a_crash(monkeypatch):
+    """Z3 once failed an internal assertion during a network's tuning (after a timeout), raising Z3Exception
+    'unreachable' out of a rewrite's side condition: the tuning died. The two provers answer "not shown" instead
+    -- the conservative answer (the rewrite is not applied, the bound is kept) -- and prove as before without it."""
+    import z3
+
+    from liftpy.arith import Var
+    from liftpy.arith.smt import z3_prove_nonneg
+    from liftpy.constraints import Constraint
+    from liftpy.rewrite.check import _implied, implied
+
+    n = Var("nz3")
+    goal, facts = Constraint("at_least", n, 4, ""), [Constraint("at_least", n, 5, "")]
+    _implied.cache_clear()
+    assert implied(goal, facts) and z3_prove_nonneg(n * n)
+
+    def broken(self, *args):
+        raise z3.Z3Exception(b"unreachable")
+
+    monkeypatch.setattr(z3.Solver, "check", broken)
+    _implied.cache_clear()
+    assert not implied(goal, facts)
+    assert not z3_prove_nonneg(n * n)
+    _implied.cache_clear()

@@ -367,6 +367,29 @@ def test_a_stage_run_once_gets_its_cap_and_the_first_batches_fit_a_small_budget(
     assert counts[0] == 2 and sum(counts) == 7 and min(counts[1:]) >= 1, counts
 
 
+def test_a_task_far_slower_than_its_kin_at_its_work_gets_the_trials_a_stranger_of_its_time_does_not():
+    """Ansor's similar tasks' term: two convolutions of the same work, one five times slower than the other (its
+    kin's throughput would give it a fifth of its time), and a pooling as slow with no kin. None improves; the
+    slow convolution is expected to close part of the gap and gets more trials than the pooling; told no work
+    (no features), the two slow ones are alike and get the same."""
+    flat = lambda ms: lambda t: ms  # noqa: E731
+
+    def drive(works):
+        scheduler = TaskScheduler([Slot("a", 0, family="conv"), Slot("b", 1, family="conv"),
+                                   Slot("c", 2, family="pool")], 60, batch=4)
+        times = [flat(1.0), flat(5.0), flat(5.0)]
+        while (choice := scheduler.next()) is not None:
+            index, count = choice
+            for _ in range(count):
+                scheduler.observe(index, times[index](0), work=works[index])
+        return [state.trials for state in scheduler.states]
+
+    with_work = drive([100.0, 100.0, 100.0])
+    assert with_work[1] > with_work[2] + 8, with_work
+    without = drive([None, None, None])
+    assert abs(without[1] - without[2]) <= 4, without
+
+
 def test_a_resumed_budget_already_spent_still_gives_a_slot_never_tried_its_first_trial():
     """A network tuned again with the budget it had, after a step was added (a new fusion): the database's trials
     spent the budget, yet the new step gets one trial instead of none (a step with no correct trial is said and

@@ -5,15 +5,19 @@ whole, computed by one of its *alternatives* (a layer's direct or Winograd progr
 tasks (its stages). The total time is ``sum over groups of weight x min over alternatives of the sum of the
 alternative's per-call tasks' best times``. After every task has had a first batch, the next batch goes to the
 task whose next batch is expected to lower that total the most -- Ansor's gradient scheduler (Zheng et al.,
-OSDI'20, section 6), written here without its similarity term:
+OSDI'20, section 6):
 
     expected drop of task i's best over n more trials
-        d_i = n * (alpha * (g_i(t_i - w) - g_i(t_i)) / w  +  (1 - alpha) * g_i(t_i) / t_i * b_i / t_i)
+        d_i = n * alpha * (g_i(t_i - w) - g_i(t_i)) / w
+              + (1 - alpha) * max(n * g_i(t_i) / t_i, g_i(t_i) - beta * C_i / V_i) * b_i / t_i
 
 (``g_i(t)``: its best after t trials, ``w``: the window, one batch, ``b_i``: the trial that found its best; the
-first term the recent improvement, the second Ansor's optimistic guess ``g/t``, scaled by ``b/t``: a task whose
-best came early and has not moved since is expected to move less -- the soft form of Ansor's per-task early
-stopping), and the gain of the whole is
+first term the recent improvement, the second the larger of Ansor's optimistic guess ``g/t`` and its similar
+tasks' term: ``C_i`` the task's multiply-adds a call, ``V_i`` the best throughput (multiply-adds per ms) of the
+tasks of the same program (:attr:`Slot.family`; a network's other convolutions), so that a task far slower than
+its kin at its size -- under 1/beta of their throughput -- is expected to close part of the gap. Both scaled by
+``b/t``: a task whose best came early and has not moved since is expected to move less -- the soft form of
+Ansor's per-task early stopping), and the gain of the whole is
 ``weight x max(0, group's best - (its alternative's time - d_i))``: a task of the fastest alternative gains
 ``weight x d_i``, a task of a slower one only what it could take below the fastest.
 """
@@ -24,6 +28,9 @@ from dataclasses import dataclass, field
 
 #: the weight of the recent improvement against the optimistic guess (Ansor's alpha)
 ALPHA = 0.2
+#: how far below its similar tasks' best throughput a task is expected to stay (Ansor's beta): the similar
+#: tasks' term counts only the time above beta times what that throughput would give
+BETA = 2.0
 #: a slot's first batch, at most: the trials its search's own opinions take (the best of the device's most
 #: similar task, the analytic model's pick, the learned model's); the rest of the budget goes where the total
 #: gains most, not evenly (benchmarks/results/networks-tuning-budget-b42541d-zen3.txt)
@@ -35,7 +42,8 @@ class Slot:
     """One task in the set tuned: the ``group`` it belongs to, its ``alternative`` in the group ('' where the
     group has one), the group's ``weight`` (calls per call of the whole), whether it runs on every call
     (``per_call``; False: a stage run once when the program is prepared, whose speed costs nothing per call),
-    and at most ``cap`` trials."""
+    and at most ``cap`` trials. Slots of one ``family`` (the same program and stage; '' for none) are similar
+    tasks: their throughputs are compared."""
 
     task: object
     group: int = 0
@@ -43,6 +51,7 @@ class Slot:
     weight: float = 1.0
     per_call: bool = True
     cap: int | None = None
+    family: str = ""
 
 
 @dataclass
@@ -50,6 +59,7 @@ class _State:
     trials: int = 0
     bests: list[float | None] = field(default_factory=list)  # the best after each trial (None: none correct yet)
     spent: bool = False  # its strategy has nothing more to propose
+    work: float | None = None  # multiply-adds a call (the fewest a trial reported: rounding adds some)
 
     @property
     def best(self) -> float | None:
@@ -69,13 +79,15 @@ class TaskScheduler:
     def spent(self) -> int:
         return sum(s.trials for s in self.states) + sum(self.pending)
 
-    def observe(self, index: int, time_ms: float | None, handed: bool = True) -> None:
+    def observe(self, index: int, time_ms: float | None, handed: bool = True, work: float | None = None) -> None:
         """A trial of slot ``index`` finished (``time_ms``: its time if correct); ``handed``: it was handed out
-        by :meth:`next` (else an earlier run's)."""
+        by :meth:`next` (else an earlier run's); ``work``: the multiply-adds its kernels do a call, where known."""
         state = self.states[index]
         if handed:
             self.pending[index] -= 1
         state.trials += 1
+        if work:
+            state.work = work if state.work is None else min(state.work, work)
         best = state.best
         if time_ms is not None and (best is None or time_ms < best):
             best = time_ms
@@ -130,7 +142,18 @@ class TaskScheduler:
         before = state.bests[-1 - window] if len(state.bests) > window else None
         recent = (before - state.best) / window if before is not None else 0.0
         found = next(t for t, best in enumerate(state.bests, 1) if best == state.best)
-        return n * (ALPHA * recent + (1 - ALPHA) * state.best / state.trials * found / state.trials)
+        guess = max(n * state.best / state.trials, self._behind_kin(index))
+        return n * ALPHA * recent + (1 - ALPHA) * guess * found / state.trials
+
+    def _behind_kin(self, index: int) -> float:
+        """How far slot ``index``'s best lies above BETA times the time its family's best throughput would give
+        its work (0 without a family, or work, or kin measured)."""
+        slot, state = self.slots[index], self.states[index]
+        if not slot.family or not state.work:
+            return 0.0
+        rates = [s.work / s.best for i, s in enumerate(self.states)
+                 if self.slots[i].family == slot.family and s.work and s.best]
+        return max(0.0, state.best - BETA * state.work / max(rates)) if rates else 0.0
 
     def gain(self, index: int) -> float:
         """The expected drop of the total time from a batch of slot ``index``'s (the module's docstring). A slot
@@ -159,4 +182,4 @@ class TaskScheduler:
         return total
 
 
-__all__ = ["Slot", "TaskScheduler", "ALPHA", "FIRST_TRIALS"]
+__all__ = ["Slot", "TaskScheduler", "ALPHA", "BETA", "FIRST_TRIALS"]

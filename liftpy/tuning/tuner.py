@@ -107,7 +107,18 @@ def task_slots(task: ProgramTask, group: int = 0, alternative: str = "", weight:
     """A task's slots in a tuning: one, or for a function computing several values in turn one per stage
     (:mod:`liftpy.rewrite.stages`), a stage run once when the program is prepared capped at HOISTED_TRIALS."""
     return [Slot(stage, group, alternative, weight, per_call=not stage.hoisted,
-                 cap=HOISTED_TRIALS if stage.hoisted else None) for stage in task.stages()]
+                 cap=HOISTED_TRIALS if stage.hoisted else None, family=family(stage)) for stage in task.stages()]
+
+
+def family(task: ProgramTask) -> str:
+    """What makes tasks similar for the scheduler (:attr:`Slot.family`): the same program, function and stage, at
+    any sizes -- a network's convolutions with a ReLU are one family."""
+    return f"{Path(task.path).name}:{task.function or ''}:{task.stage or ''}"
+
+
+def _work(features: Mapping | None) -> float | None:
+    """The multiply-adds a candidate's kernels do a call, from its features (None where unknown)."""
+    return (features or {}).get("reduction_updates")
 
 
 @dataclass
@@ -234,7 +245,7 @@ class Tuner:
             ok = trial.status == "ok" and trial.time_ms is not None
             if ok:
                 strategy.observe(config, {"status": "ok", "time_ms": trial.time_ms})
-            scheduler.observe(index, trial.time_ms if ok else None, handed=False)
+            scheduler.observe(index, trial.time_ms if ok else None, handed=False, work=_work(trial.features))
         return _Tuned(slot, space, strategy, measured)
 
     def _strategy_for(self, task: ProgramTask, space, trials: int) -> SearchStrategy:
@@ -398,7 +409,7 @@ class Tuner:
             self.database.record(part.slot.task, ROUTE, config, result.get("device", self.device), result)
             part.strategy.observe(config, result)
             ok = result["status"] == "ok" and result.get("time_ms") is not None
-            scheduler.observe(index, result["time_ms"] if ok else None)
+            scheduler.observe(index, result["time_ms"] if ok else None, work=_work(known))
             bar.update(result, scheduler.total_ms())
 
     def _stop_for_bug(self, task, config, seed, cause: str):
