@@ -209,10 +209,8 @@ def _implied(goal: tuple, assumptions: frozenset, timeout_ms: int = 300) -> bool
         solver.add(*facts)
         solver.add(negated)
         return solver.check() == z3.unsat
-    except TypeError:
-        return False
-    except z3.Z3Exception:  # an error inside Z3 (an internal assertion, met once after a timeout): unsure
-        return False
+    except (TypeError, z3.Z3Exception):  # a term Z3 does not take, or an error inside Z3 (an internal assertion,
+        return False                     # met once after a timeout): unsure
 
 
 def _mentions_size(node: Node, name: str) -> bool:
