@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from liftpy.rewrite.route.choices import PAD_COPIED, PAD_ROTATED, PARALLEL, RELAID, Level, Structure
+from liftpy.rewrite.route.choices import PAD_COPIED, PAD_ROTATED, PARALLEL, RELAID, Level, Structure, vectors_outer
 
 if TYPE_CHECKING:
     from liftpy.rewrite.route import RouteSpace
@@ -43,7 +43,7 @@ def accumulators(space: "RouteSpace", config: Mapping[str, int]) -> int:
     block = block_2d(space, config)
     if block is None or not config["vector"]:
         return 0
-    vectorised, other = block if config["vector_outer"] else block[::-1]
+    vectorised, other = block if vectors_outer(config["vector_outer"]) else block[::-1]
     return config[vectorised.key] // config["vector"] * config[other.key]
 
 
@@ -52,7 +52,7 @@ def fits_registers(space: "RouteSpace", config: Mapping[str, int]) -> bool:
     vectors the step loads, the value it broadcasts (anything else fits, as far as this knows). Past them the C
     compiler spills an accumulator, and its every step waits on memory."""
     block = block_2d(space, config)
-    if not space.device.is_cpu or block is None or not config["vector"] or not config["vector_outer"]:
+    if not space.device.is_cpu or block is None or not config["vector"] or not vectors_outer(config["vector_outer"]):
         return True
     outer, inner = block
     vectors = config[outer.key] // config["vector"]
@@ -84,7 +84,7 @@ def filled(space: "RouteSpace", base: Mapping[str, int], target: int, narrow: bo
     block = block_2d(space, base)
     if block is None or not base["vector"]:
         return None
-    vectorised, other = block if base["vector_outer"] else block[::-1]
+    vectorised, other = block if vectors_outer(base["vector_outer"]) else block[::-1]
     for width in reversed(widths(space)):
         blocks = [{vectorised.key: a, other.key: b} for a in vectorised.divisors[1:] if a % width == 0
                   for b in other.divisors[1:]]

@@ -294,6 +294,46 @@ def test_vectors_along_the_kernels_read_weights_relaid_once():
     _close(tiled.run(inputs, poison=True).output, expected)
 
 
+CHANNELS_LAST = """
+def conv2dNHWC(input: [[[[float]_C]_W]_H]_N, weights: [[[[float]_kernelWidth]_kernelHeight]_C]_K, biases: [float]_K,
+               padSize: (int, int, int, int)) =
+  map(image -> map(row -> map(window -> map((kernelWeights, bias) ->
+      reduce(bias, (acc, (x, w)) -> acc + x * w, zip(join(join(window)), join(join(channelsLast(kernelWeights))))),
+    zip(weights, biases)), row), slide2D((kernelHeight, kernelWidth), (1, 1), pad2D(padSize, value = 0, image))),
+  input)
+"""
+
+
+def test_vectors_along_an_inner_level_read_the_inputs_it_walks_relaid():
+    """A convolution written channels-last (the kernels' map innermost: a block's inner level) with the kernels'
+    accumulators in vectors: vector_outer 3 reads v kernels' weights as one vector load from a copy with the
+    kernels innermost, as vector_outer 2 does for an outer level -- without it, v scalar loads 576 apart in a
+    network's layer. The padding read branch-free: no copy of the input. numpy's answer either way."""
+    from liftpy.rewrite.route.choices import RELAID_INNER
+
+    sizes = dict(N=2, C=4, H=5, W=6, K=8, kernelHeight=3, kernelWidth=3, padSize=(1, 1, 1, 1))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 5, 6, 4)).astype(np.float32)
+    w = rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    expected = reference.conv2d_nchw(x.transpose(0, 3, 1, 2), w, b, padding=(1, 1, 1, 1)).transpose(0, 2, 3, 1)
+    expected = expected[..., None]  # each sum a reduce's array of one
+    space = RouteSpace(liftpy.parse(CHANNELS_LAST), sizes)
+    assert any(s.vector_outer == RELAID_INNER for s in space.structures())
+    config = {**space.plain(), "block.kernelWeights": 8, "block.window": 3, "vector": 4, "vector_outer": RELAID_INNER,
+              "unroll": 1, "pad_copy": 3, "parallel": 2}
+    assert space.valid(config), config
+    executable = liftpy.compile(space.lower(config), sizes)
+    copy, main = executable.generated.kernels
+    assert "weightsT" in copy.source and "input" not in copy.source
+    assert "vload4(0, weightsT" in main.source and "padded" not in main.source
+    inputs = {"input": x, "weights": w, "biases": b}
+    _close(executable.run(inputs, poison=True).output, expected)
+    gathered = liftpy.compile(space.lower({**config, "vector_outer": 0}), sizes)
+    assert len(gathered.generated.kernels) == 1 and "weightsT" not in gathered.generated.kernels[0].source
+    _close(gathered.run(inputs, poison=True).output, expected)
+
+
 def test_joined_rows_let_a_block_of_windows_span_rows():
     """``join_rows``: conv2d.lift's map over the rows of windows and each row's windows, joined into one map over
     the image's windows (``joinRows``), so that a block may span rows -- 4 windows of a 6-wide output, whose rows

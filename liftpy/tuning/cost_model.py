@@ -33,6 +33,7 @@ import math
 from typing import Mapping, Protocol, Sequence
 
 from ..codegen.memory import SCALAR_BYTES
+from ..rewrite.route.choices import vectors_outer
 from .features import CHOICE_NAMES, LINE_BYTES, NAMES, current
 
 #: multiply-adds a compute unit makes per millisecond and vector lane, and global bytes it moves per
@@ -178,7 +179,7 @@ def _block_lines(f: Mapping[str, float]) -> float:
     in memory (no register holds it)."""
     if f["blocked_levels"] < 2 or f["accumulator_share"] <= 0:
         return 0.0
-    vectorised, broadcast = ((f["block_outer"], f["block_inner"]) if f["vector_outer"]
+    vectorised, broadcast = ((f["block_outer"], f["block_inner"]) if vectors_outer(f["vector_outer"])
                              else (f["block_inner"], f["block_outer"]))
     return math.ceil(vectorised * SCALAR_BYTES / LINE_BYTES) + broadcast * SCALAR_BYTES / LINE_BYTES
 

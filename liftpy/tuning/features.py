@@ -37,6 +37,7 @@ from ..codegen.c import MemRef, VLoad, fragments
 from ..codegen.kir import If, Kernel, ParFor, Produce, SeqFor, Store, Unrolled, VStore, walk
 from ..codegen.traffic import branch_share, kernel_traffic
 from ..device import Device
+from ..rewrite.route.choices import vectors_outer
 
 #: what the features mean, stored with them: raised when a count changes meaning (3: a CPU compiler's vectorised
 #: loops, and a block not unrolled, counted in vector instructions), so that a model learns only from trials
@@ -96,7 +97,7 @@ def choice_features(space, config: Mapping[str, int], device: Device) -> dict[st
         accumulators = outputs / compiled
         loads, operands, share = 2 * accumulators + outer, 2, 0.0  # no register holds it: none spills
     elif len(blocked) >= 2:
-        vectorised, other = (outer, inner) if config.get("vector_outer", 0) else (inner, outer)
+        vectorised, other = (outer, inner) if vectors_outer(config.get("vector_outer", 0)) else (inner, outer)
         loads = vectorised / lanes * pieces + other
         operands = vectorised / lanes * pieces + 1
         accumulators = outputs / lanes * pieces

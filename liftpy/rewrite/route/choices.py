@@ -45,9 +45,10 @@ CHOICES: tuple[Choice, ...] = (
            "0: global maps (the launch chooses the work-groups); else the parallel levels as work-groups", absent=None),
     Choice("vector", "0, or a width of 2 to 16 lanes", "parameter", "vectorizeBlock, vectorizeInnerBlock",
            "the width of the OpenCL vectors a blocked level's accumulators are kept in (0: scalars)"),
-    Choice("vector_outer", (0, 1, 2), "structure", "vectorizeOuterBlock; 2: relayout",
+    Choice("vector_outer", (0, 1, 2, 3), "structure", "vectorizeOuterBlock; 2, 3: relayout",
            "with vectors and a 2D block: 0 the inner level's accumulators are vectors, 1 the outer level's, "
-           "2 the outer level's with the inputs it walks copied with that level innermost (one vector load)"),
+           "2 the outer level's with the inputs it walks copied with that level innermost (one vector load), "
+           "3 the inner level's with the inputs it walks so copied"),
     Choice("pad_copy", (0, 1, 2, 3), "structure", "copy_padding; 2: copy_padding(rotate); 3: selectPadding",
            "where the program pads an input: 0 read through the padding view, 1 copy the padded input first, "
            "2 copy it with its innermost dimension outermost, 3 read through the view branch-free (where the "
@@ -81,8 +82,13 @@ REORDER = CHOICE["reorder"].values
 LOCAL_MEMORY = CHOICE["local_memory"].values
 #: pad_copy's values that copy the padded input (as read, rotated) and that read it branch-free
 PAD_COPIED, PAD_ROTATED, PAD_SELECT = 1, 2, 3
-#: vector_outer's value that relays out the inputs the outer level walks
-RELAID = 2
+#: vector_outer's values that relay out the inputs the outer level walks and those the inner level walks
+RELAID, RELAID_INNER = 2, 3
+
+
+def vectors_outer(vector_outer: int) -> bool:
+    """Whether a 2D block's vectorised level is its outer one (vector_outer 1 and 2; 0 and 3: the inner)."""
+    return vector_outer in (1, RELAID)
 
 #: the most levels blocked at once (a 2D register block)
 MAX_BLOCKED = 2

@@ -29,7 +29,8 @@ from ..strategies import (
     topDown,
     when,
 )
-from .choices import BLOCK_PARAMETER, PAD_COPIED, PAD_ROTATED, PAD_SELECT, RELAID, Level, Structure, block_parameter
+from .choices import (BLOCK_PARAMETER, PAD_COPIED, PAD_ROTATED, PAD_SELECT, RELAID, RELAID_INNER, Level, Structure,
+                      block_parameter, vectors_outer)
 
 
 @dataclass(frozen=True)
@@ -317,7 +318,7 @@ class Sketches:
     def _rewritten(self, structure: Structure) -> tuple[Program | None, str]:
         """The high-level part of a structure's sketch: its sum reordered, its levels blocked, the sum split into
         chunks or partial sums, the accumulators in vectors; or why it cannot be made."""
-        outer = int(structure.vector_outer > 0)
+        outer = int(vectors_outer(structure.vector_outer))
         key = (structure.blocked, structure.reorder, structure.partial, structure.vector, outer, structure.chunk)
         if key not in self._rewrites:
             tree, failure = self._blocked(structure.blocked, structure.reorder)
@@ -336,8 +337,8 @@ class Sketches:
         by the structures that differ only in the relaid copy (made after it); the unrolled lowering made from the
         plain one."""
         key = (structure.blocked, structure.reorder, structure.partial, structure.vector,
-               int(structure.vector_outer > 0), structure.chunk, structure.parallel, structure.sequential_outer,
-               structure.local_size, structure.unroll)
+               int(vectors_outer(structure.vector_outer)), structure.chunk, structure.parallel,
+               structure.sequential_outer, structure.local_size, structure.unroll)
         if key not in self._lowerings:
             tree, _ = self._rewritten(structure)
             if tree is None:
@@ -358,12 +359,12 @@ class Sketches:
         if not isinstance(lowered, Success):
             return Sketch(structure, None, f"lowering: {lowered.reason}")
         program = lowered.program
-        if structure.vector_outer == RELAID:
+        if structure.vector_outer in (RELAID, RELAID_INNER):
             from liftpy.catalogue.copies import relayout
 
-            outer = structure.blocked[-1]
-            for name in self.walked_inputs(outer):  # tiled by the block: each work-item's weights contiguous
-                relaid = relayout(name, self.function, arith.Var(block_parameter(outer)))(program)
+            level = structure.blocked[-1 if structure.vector_outer == RELAID else 0]  # blocked: inner level first
+            for name in self.walked_inputs(level):  # tiled by the block: each work-item's weights contiguous
+                relaid = relayout(name, self.function, arith.Var(block_parameter(level)))(program)
                 if not isinstance(relaid, Success):
                     return Sketch(structure, None, f"layout: {relaid.reason}")
                 program = relaid.program

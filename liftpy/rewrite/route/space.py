@@ -32,6 +32,7 @@ from .choices import (
     PAD_COPY,
     PARALLEL,
     RELAID,
+    RELAID_INNER,
     REORDER,
     SEQUENTIAL_OUTER,
     UNROLL,
@@ -106,7 +107,8 @@ class RouteSpace:
                 for q in SEQUENTIAL_OUTER for u in UNROLL for g in (0, 1) for v, o in vectors for c in pad_copy
                 for s in partial for r in reorder for m in local_memory for k in chunk
                 if not (b and s) and (b or s or not u) and (u or not v)
-                and (not o or len(b) == 2) and (o != RELAID or relaid[b[-1]]) and (g or not m) and not (b and k)]
+                and (not o or len(b) == 2) and (o != RELAID or relaid[b[-1]])
+                and (o != RELAID_INNER or relaid[b[0]]) and (g or not m) and not (b and k)]
 
     def sketch(self, structure: Structure) -> Sketch:
         return self.sketcher.sketch(structure)
