@@ -258,6 +258,17 @@ def test_vectorize_block(v, vectors, n, f, seed):
     check(rules.vectorizeBlock(v), text, arrays(seed, xs=(n, m), ws=(n, m), z=(m,)))
 
 
+@covers("vectorizeBlockOf")
+@settings(max_examples=EXAMPLES)
+@given(hs.sampled_from([1, 2, 4]), hs.integers(1, 2), hs.integers(1, 3), scalar_fun("a", "e"), seeds)
+def test_vectorize_block_of_one_array(v, vectors, n, f, seed):
+    """A row of accumulators whose steps read one array (a pooling's) kept as vectors."""
+    m = v * vectors
+    text = f"""def p(xs: [[float]_m]_n, z: [float]_m) =
+        reduce(z, (acc, column) -> map((a, e) -> max(a, {f}), zip(acc, column)), xs)"""
+    check(rules.vectorizeBlockOf(v), text, arrays(seed, xs=(n, m), z=(m,)))
+
+
 def _check_2d_block(rule, f, k, m, n, seed):
     """``rule`` on a 2D register block (k x m accumulators updated by f at each of n steps)."""
     text = f"""def p(xs: [[[float]_m]_k]_n, ws: [[[float]_m]_k]_n, z: [[float]_m]_k) =

@@ -334,6 +334,46 @@ def test_vectors_along_an_inner_level_read_the_inputs_it_walks_relaid():
     _close(gathered.run(inputs, poison=True).output, expected)
 
 
+def test_a_poolings_windows_in_vectors_read_each_step_as_one_load_of_their_span():
+    """Max pooling's windows in a vectorised block (``vectorizeBlockOf``: a step reads one array): the lanes of a
+    step sit a stride apart, read as one load of the elements they span and its components -- the load starting
+    at the first lane, or ending at the last where a load from the first would pass the input's end -- and the
+    kernel computes numpy's pooling."""
+    program = liftpy.load(PROGRAMS / "maxpool.lift")
+    x = np.random.default_rng(3).standard_normal((2, 3, 7, 18)).astype(np.float32)
+    sizes = {"N": 2, "C": 3, "H": 7, "W": 18, "poolSize": 3, "poolStride": 2}
+    space = RouteSpace(program, sizes)
+    for vector in (8, 4):
+        config = {**space.plain(), "block.window": 8, "vector": vector, "unroll": 1, "parallel": 2}
+        assert space.valid(config), config
+        executable = liftpy.compile(space.lower(config), sizes)
+        source = executable.generated.kernels[0].source
+        picks = ".s02468ace" if vector == 8 else ".s0246"
+        assert picks in source and f"vload{2 * vector}(0, input" in source
+        _close(executable.run({"input": x}, poison=True).output, reference.max_pool_nchw(x, 3, 2))
+
+
+def test_lanes_a_stride_apart_are_one_load_only_where_it_stays_inside_the_memory():
+    from liftpy.codegen.c import Memory, MemRef, VectorOf, VLoad, vector_of
+    from liftpy.types import FLOAT
+
+    def lanes(mem, first):
+        return tuple(CExpr(MemRef(mem, first + 2 * k)) for k in range(8))
+
+    def part(expr):
+        return expr.parts[0]
+
+    fits = part(vector_of("float8", lanes(Memory("x", "global", FLOAT, 16), 0)))
+    assert isinstance(fits, VLoad) and (fits.width, fits.pick) == (16, tuple(range(0, 16, 2)))
+    assert fits.render() == "vload16(0, x + 0).s02468ace"
+    ends = part(vector_of("float8", lanes(Memory("x", "global", FLOAT, 16), 1)))  # from 1 the load would pass 16
+    assert isinstance(ends, VLoad) and int(ends.offset.as_int()) == 0 and ends.pick == tuple(range(1, 16, 2))
+    neither = part(vector_of("float8", lanes(Memory("x", "global", FLOAT, 15), 0)))
+    assert isinstance(neither, VectorOf)
+    private = part(vector_of("float8", lanes(Memory("x", "private", FLOAT, 16), 0)))
+    assert isinstance(private, VectorOf)
+
+
 def test_joined_rows_let_a_block_of_windows_span_rows():
     """``join_rows``: conv2d.lift's map over the rows of windows and each row's windows, joined into one map over
     the image's windows (``joinRows``), so that a block may span rows -- 4 windows of a 6-wide output, whose rows

@@ -151,15 +151,18 @@ class MemRef:
 
 
 class VLoad:
-    """``vloadN(0, mem + offset)``: N neighbouring elements of a global or local memory in one load."""
+    """``vloadN(0, mem + offset)``: N neighbouring elements of a global or local memory in one load; with
+    ``pick``, the components of it a vector takes (``vload16(0, x + i).s02468ace``: lanes a stride apart, a
+    pooling's windows, read as one load instead of one each)."""
 
-    __slots__ = ("mem", "offset", "width")
+    __slots__ = ("mem", "offset", "width", "pick")
 
-    def __init__(self, mem: Memory, offset: Expr, width: int):
-        self.mem, self.offset, self.width = mem, as_expr(offset), width
+    def __init__(self, mem: Memory, offset: Expr, width: int, pick: tuple[int, ...] | None = None):
+        self.mem, self.offset, self.width, self.pick = mem, as_expr(offset), width, pick
 
     def render(self, registers: Registers = frozenset(), index: str = "int") -> str:
-        return f"vload{self.width}(0, {self.mem.c_name} + {to_c(self.offset, index)})"
+        loaded = f"vload{self.width}(0, {self.mem.c_name} + {to_c(self.offset, index)})"
+        return loaded if self.pick is None else loaded + ".s" + "".join(f"{k:x}" for k in self.pick)
 
     __str__ = render
 
@@ -245,16 +248,45 @@ def _same_value(inside: CExpr, border: CExpr) -> bool:
     return not any(isinstance(f, (MemRef, VLoad)) for f in fragments(inside)) and inside.render() == border.render()
 
 
+#: the widths of OpenCL's vectors, which ``vloadN`` loads
+VECTOR_WIDTHS = (2, 3, 4, 8, 16)
+
+
 def vector_of(ctype: str, lanes: tuple[CExpr, ...]) -> CExpr:
     """A vector of lanes: one vector load when they are loads of neighbouring elements of one global or local
-    memory (private arrays may live in registers, where vloadN does not apply)."""
+    memory (private arrays may live in registers, where vloadN does not apply); of elements a constant stride
+    apart within 16 of them, one load of the span and its components (:func:`_strided_load`)."""
     refs = [_sole_load(lane) for lane in lanes]
     first = refs[0]
     if len(lanes) > 1 and first is not None and first.mem.space != "private" and all(
-        r is not None and r.mem is first.mem and prove_eq(r.offset, first.offset + k) for k, r in enumerate(refs)
+        r is not None and r.mem is first.mem for r in refs
     ):
-        return CExpr(VLoad(first.mem, first.offset, len(lanes)), atomic=True)
+        if all(prove_eq(r.offset, first.offset + k) for k, r in enumerate(refs)):
+            return CExpr(VLoad(first.mem, first.offset, len(lanes)), atomic=True)
+        strided = _strided_load(refs)
+        if strided is not None:
+            return CExpr(strided, atomic=True)
     return CExpr(VectorOf(ctype, lanes), atomic=True)
+
+
+def _strided_load(refs: list[MemRef]) -> VLoad | None:
+    """Loads of one memory a constant stride apart as one vector load of the elements they span and the
+    components they take, where the span fits a vector and a load of its width provably stays inside the
+    memory (it reads an element or so beside the lanes: the load starts at the first lane or ends at the last);
+    None otherwise."""
+    first, count = refs[0], len(refs)
+    stride = (refs[1].offset - first.offset).as_int()
+    if count not in VECTOR_WIDTHS or stride is None or stride < 2 or not isinstance(first.mem.leaf, ScalarType):
+        return None
+    span = (count - 1) * stride + 1
+    width = next((w for w in VECTOR_WIDTHS if w >= span), None)
+    if width is None or not all(prove_eq(r.offset, first.offset + k * stride) for k, r in enumerate(refs)):
+        return None
+    for start in (0, width - span):  # the load's first element, before the first lane's
+        base = first.offset - start
+        if prove_nonneg(base) and prove_lt(base + (width - 1), first.mem.size):
+            return VLoad(first.mem, base, width, tuple(start + k * stride for k in range(count)))
+    return None
 
 
 def _sole_load(e: CExpr) -> MemRef | None:
@@ -306,7 +338,7 @@ def substitute(e: CExpr, change: Callable[[Expr], Expr]) -> CExpr:
         if isinstance(p, MemRef):
             return MemRef(p.mem, change(p.offset))
         if isinstance(p, VLoad):
-            return VLoad(p.mem, change(p.offset), p.width)
+            return VLoad(p.mem, change(p.offset), p.width, p.pick)
         if isinstance(p, Guarded):
             index = change(p.index)
             if prove_nonneg(index) and prove_lt(index, p.n):

@@ -89,10 +89,11 @@ def split_sum(chunk: arith.Expr, function: str | None = None) -> Strategy:
 
 def vectorize_block(width: arith.Expr, outer: bool = False) -> Strategy:
     """Keep the innermost blocked level's accumulators as vectors of ``width`` lanes (a 2D block's rows, or a 1D
-    block), or with ``outer`` a 2D block's outer level's (its columns)."""
+    block, its steps reading pairs or one array), or with ``outer`` a 2D block's outer level's (its columns)."""
     if outer:
         return topDown(rules.vectorizeOuterBlock(width))
-    return topDown(left_choice(rules.vectorizeInnerBlock(width), rules.vectorizeBlock(width)))
+    return topDown(left_choice(rules.vectorizeInnerBlock(width), rules.vectorizeBlock(width),
+                               rules.vectorizeBlockOf(width)))
 
 
 def route_lowering(parallel: int, unroll: bool, sequential_outer: int = 0, work_groups: int = 0,
