@@ -1,8 +1,9 @@
 """How well the cost models rank a task they were not trained on, from a tuning database of this machine's device.
 
-    python benchmarks/cost_model.py [--db benchmarks/results/vgg16-route-zen3.sqlite] [--workers 2] [--out FILE]
+    python benchmarks/cost_model.py [--db benchmarks/results/vgg16-route-zen3.sqlite ...] [--workers 2] [--out FILE]
 
-Each correct trial of the database (VGG-16's layers by their labels, the programs of examples/programs/ at
+Each correct trial of the database (of each, where several are given: the tasks of all of them are held out in
+turn) (VGG-16's layers by their labels, the programs of examples/programs/ at
 benchmarks/programs.py's sizes) is read with the features of its kernels (liftpy.tuning.features) it was
 recorded with; a trial recorded without them is built again by today's compiler for this machine's device, and
 its features are kept in ``benchmarks/results/features-<database>.json`` (computed once; a configuration today's
@@ -88,46 +89,56 @@ def recorded_features(trial, cached: dict) -> dict | None:
     return None
 
 
+def read(db: str, device: str, by_label: dict, known: dict, workers: int) -> None:
+    """A database's correct trials joined to ``by_label`` (by task name), and their features to ``known`` (by task
+    and configuration): as recorded, else from ``features-<db>.json``, else built again and kept there."""
+    trials = [t for t in TuningDB(db, readonly=True).trials(status="ok") if t.time_ms]
+    if not trials or any(t.device != device for t in trials):
+        raise SystemExit(f"{db}: its trials are not all of this machine's device ({device})")
+    cache = ROOT / "benchmarks/results" / f"features-{Path(db).stem}.json"
+    cached = json.loads(cache.read_text()) if cache.exists() else {}
+    cached = {key: f for key, f in cached.items() if f is None or current(f)}  # made by an older liftpy: again
+    mine: dict[str, list] = {}
+    for t in trials:
+        mine.setdefault(task_of(t.task_key, t.label)[0], []).append(t)
+    missing = {label: [t for t in ts if recorded_features(t, cached) is None
+                       and f"{t.task_key}|{config_key(t.config)}" not in cached]
+               for label, ts in mine.items()}
+    with ProcessPoolExecutor(workers) as pool:
+        jobs = {label: pool.submit(featurise, ts[0].task_key, ts[0].label, [t.config for t in ts])
+                for label, ts in missing.items() if ts}
+        for label, job in jobs.items():
+            for t, f in zip(missing[label], job.result()):
+                cached[f"{t.task_key}|{config_key(t.config)}"] = f
+    if any(missing.values()):
+        cache.write_text(json.dumps(cached, sort_keys=True) + "\n")
+    known.update(cached)
+    for label, ts in mine.items():
+        by_label.setdefault(label, []).extend(ts)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", default=str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite"))
+    parser.add_argument("--db", action="append", help="a tuning database of this machine's device (repeatable; "
+                        "default: benchmarks/results/vgg16-route-zen3.sqlite)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out")
     args = parser.parse_args()
     from liftpy.runtime import device_info, get_device
 
     device = device_info(get_device(None)).name
-    trials = [t for t in TuningDB(args.db, readonly=True).trials(status="ok") if t.time_ms]
-    if not trials or any(t.device != device for t in trials):
-        raise SystemExit(f"{args.db}: its trials are not all of this machine's device ({device})")
-    cache = ROOT / "benchmarks/results" / f"features-{Path(args.db).stem}.json"
-    known = json.loads(cache.read_text()) if cache.exists() else {}
-    known = {key: f for key, f in known.items() if f is None or current(f)}  # made by an older liftpy: again
     by_label: dict[str, list] = {}  # by the task's name
-    names = {}
-    for t in trials:
-        if t.task_key not in names:
-            names[t.task_key] = task_of(t.task_key, t.label)[0]
-        by_label.setdefault(names[t.task_key], []).append(t)
-    missing = {label: [t for t in ts if recorded_features(t, known) is None
-                       and f"{t.task_key}|{config_key(t.config)}" not in known]
-               for label, ts in by_label.items()}
-    with ProcessPoolExecutor(args.workers) as pool:
-        jobs = {label: pool.submit(featurise, ts[0].task_key, ts[0].label, [t.config for t in ts])
-                for label, ts in missing.items() if ts}
-        for label, job in jobs.items():
-            for t, f in zip(missing[label], job.result()):
-                known[f"{t.task_key}|{config_key(t.config)}"] = f
-    if any(missing.values()):
-        cache.write_text(json.dumps(known, sort_keys=True) + "\n")
-
+    known: dict = {}
+    for db in args.db or [str(ROOT / "benchmarks/results/vgg16-route-zen3.sqlite")]:
+        read(db, device, by_label, known, args.workers)
     facts = device_info(get_device(None))
     rows = {}
     for label, ts in by_label.items():
         space = task_of(ts[0].task_key, ts[0].label)[1].space(facts)
         rows[label] = [({**f, **choice_features(space, t.config, facts)}, t.time_ms) for t in ts
                        if (f := recorded_features(t, known))]
-    lines = machine_record(None) + [f"database: {args.db}; features: {cache.name}; leave-one-task-out"]
+    lines = machine_record(None) + [f"databases: {', '.join(args.db or ['vgg16-route-zen3.sqlite'])}; "
+                                    "leave-one-task-out"]
     lines.append(f"{'task':16} {'trials':>6} {'tau learned':>12} {'tau analytic':>13} {'top5 in 20':>11} "
                  f"{'first/best learned':>19} {'first/best analytic':>20}")
     print("\n".join(lines), flush=True)
