@@ -43,7 +43,8 @@ CHOICES: tuple[Choice, ...] = (
            "whether the loops over a block are unrolled (its accumulators then registers)", absent=None),
     Choice("local_size", "0, or the work-items of a work-group", "parameter", "lowering(local_size=...): mapWrg/mapLcl",
            "0: global maps (the launch chooses the work-groups); else the parallel levels as work-groups", absent=None),
-    Choice("vector", "0, or a width of 2 to 16 lanes", "parameter", "vectorizeBlock, vectorizeInnerBlock",
+    Choice("vector", "0, or a width of 2 to 16 lanes", "parameter",
+           "vectorizeBlock, vectorizeInnerBlock, vectorizeBlockOf",
            "the width of the OpenCL vectors a blocked level's accumulators are kept in (0: scalars)"),
     Choice("vector_outer", (0, 1, 2, 3), "structure", "vectorizeOuterBlock; 2, 3: relayout",
            "with vectors and a 2D block: 0 the inner level's accumulators are vectors, 1 the outer level's, "
@@ -89,6 +90,7 @@ RELAID, RELAID_INNER = 2, 3
 def vectors_outer(vector_outer: int) -> bool:
     """Whether a 2D block's vectorised level is its outer one (vector_outer 1 and 2; 0 and 3: the inner)."""
     return vector_outer in (1, RELAID)
+
 
 #: the most levels blocked at once (a 2D register block)
 MAX_BLOCKED = 2
