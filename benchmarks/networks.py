@@ -15,7 +15,9 @@ library called next (``benchmarks/results/networks-spinning-zen3.txt``).
 Prints per network the three medians of ``--rounds`` rounds (one call of each library a round, the order
 rotated each round so that no library always follows the same one), each one's spread (the middle half of its
 rounds over their median: the machine's noise), liftpy's ratio to ONNX Runtime, liftpy's device memory and ONNX
-Runtime's peak resident memory (measured in a process of its own), and the tuning time.
+Runtime's peak resident memory (measured in a process of its own), and the tuning time. With ``--against DB``,
+the network as another tuning database's picks make it runs in the same rounds too (an A/B of two tunings,
+interleaved: two runs of this script differ by the machine's phases as much as by their tunings).
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=0,
                         help="tuning trials per distinct task of each network, given with one budget (0: none)")
     parser.add_argument("--db", default="networks.sqlite")
+    parser.add_argument("--against", help="another tuning database: its picks run in the same rounds too")
     parser.add_argument("--search", choices=STRATEGIES, default="model",
                         help="the tuner's search strategy (liftpy tune --search)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds, one call of each library")
@@ -155,7 +158,11 @@ def main() -> None:
         calls = {"liftpy": ours, "onnxruntime": lambda: session.run(None, {session.get_inputs()[0].name: x})}
         if torch_call is not None:
             calls["pytorch"] = lambda: torch_call(x)
-        times = {"liftpy": [], "onnxruntime": [], "pytorch": []}
+        times = {"liftpy": [], "onnxruntime": [], "pytorch": [], "against": []}
+        if args.against:
+            other = net.prepare(db=args.against)
+            other.run(feeds)  # checked step by step
+            calls["against"] = lambda: other.run(feeds)
         order = list(calls)
         for _ in range(args.rounds):  # one call of each, the first of the last round last: none always follows one
             for library in order:
@@ -181,6 +188,10 @@ def main() -> None:
               f"memory liftpy {row['liftpy_device_mib']:.0f} MiB, ort {row['onnxruntime_peak_mib']:.0f} MiB  "
               f"tuning {tuning_s:.0f} s ({tuned}/{len(running)} steps tuned)  |liftpy-ort|/scale "
               f"{difference:.1e}", flush=True)
+        if args.against:
+            row["against_ms"] = medians["against"]
+            print(f"{'':14} liftpy with {Path(args.against).name}'s picks {medians['against']:8.2f} ms  liftpy/ort "
+                  f"x{medians['against'] / medians['onnxruntime']:.2f}  spread {spreads['against']:.0%}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
