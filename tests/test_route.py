@@ -354,6 +354,8 @@ def test_a_poolings_windows_in_vectors_read_each_step_as_one_load_of_their_span(
 
 
 def test_lanes_a_stride_apart_are_one_load_only_where_it_stays_inside_the_memory():
+    """A load of the lanes' span reads elements beside them: it starts at the first lane or ends at the last,
+    whichever the memory holds, and where it holds neither (or the memory is private) the lanes stay apart."""
     from liftpy.codegen.c import Memory, MemRef, VectorOf, VLoad, vector_of
     from liftpy.types import FLOAT
 
