@@ -59,7 +59,11 @@ class FakeBuilder:
 
 class FeaturingBuilder(FakeBuilder):
     """A FakeBuilder whose candidates have features: those the analytic model reads, its time the landscape's
-    (in millions of multiply-adds). Logs every configuration built, in order."""
+    (in millions of multiply-adds), stamped ``version`` where given. Logs every configuration built, in order."""
+
+    def __init__(self, log, version=None):
+        super().__init__(log)
+        self.version = version
 
     def build(self, builds):
         self.log.append(("build", len(builds)))
@@ -69,6 +73,8 @@ class FeaturingBuilder(FakeBuilder):
             features = dict(compute_units=1, work_groups=1, vector_width=1, preferred_vector=1, private_share=0,
                             global_read_bytes=0, global_written_bytes=0, kernels=0,
                             reduction_updates=landscape(build.config) * 1e6)
+            if self.version is not None:
+                features["version"] = self.version
             future = Future()
             future.set_result(Built(build, "generated", None, 0.0, features))
             futures.append(future)
@@ -720,6 +726,38 @@ def test_a_tuning_measures_first_what_won_on_the_devices_most_similar_task(tmp_p
     first_batch = [t.config for t in rows(db) if t.task_key == task().key][:2]
     assert first_batch[0] == won[near.key]
     assert config_key(won[far.key]) in {entry[1] for entry in log if entry[0] == "built"}
+
+
+def test_a_tuning_reads_again_the_features_an_older_liftpy_recorded(tmp_path):
+    """Trials measured when liftpy read kernels otherwise (features of an older FEATURES_VERSION, or none) are
+    featurised again by the builder before their task's search starts, and stored: the model learns from the
+    device's whole history. Their measurements stay as they were."""
+    from liftpy.tuning.features import FEATURES_VERSION, current
+    from liftpy.tuning.program import ROUTE
+
+    db = tmp_path / "t.sqlite"
+    configs = task().space(FACTS).sample(3, seed=5)
+    database = TuningDB(db)
+    for i, config in enumerate(configs):
+        stale = {"version": FEATURES_VERSION - 1, "reduction_updates": 1.0} if i else None
+        database.record(task(), ROUTE, config, FakeRunner.device,
+                        {"status": "ok", "cause": "", "time_ms": 1.0 + i, "times_ms": [1.0 + i], "max_error": 0.1,
+                         "check_seed": 1, "memory_bytes": 1, "moved_bytes": None, "features": stale})
+    database.close()
+    assert not any(current(t.features) for t in rows(db))
+    log = []
+    builder = FeaturingBuilder(log, version=FEATURES_VERSION)
+    with Tuner(db, runner=FakeRunner(log), builder=builder, progress=False, confirm=0) as tuner:
+        tuner.tune([Slot(task())], 4)
+    first_run = next(i for i, entry in enumerate(log) if entry[0] == "run")
+    built_first = [entry[1] for entry in log[:first_run] if entry[0] == "built"]
+    recorded = {config_key(t.config): t for t in rows(db)}
+    for i, config in enumerate(configs):
+        key = config_key(task().complete(config))
+        assert key in built_first
+        trial = recorded[key]
+        assert current(trial.features) and trial.features["reduction_updates"] == landscape(config) * 1e6
+        assert trial.time_ms == 1.0 + i
 
 
 def test_a_prefilter_ranks_the_configurations_given_first_with_the_sample_but_the_first():

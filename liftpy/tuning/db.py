@@ -566,6 +566,16 @@ class TuningDB:
                           "AND device = ?", (moved, subject.key, algorithm, config_key(config), device))
         self.conn.commit()
 
+    @_guarded("store trials' features")
+    def set_features(self, subject: Subject, algorithm: str, device: str, rows: Sequence[tuple[dict, dict]]) -> None:
+        """Trials' features read again by a newer liftpy (:mod:`liftpy.tuning.features`), their measurements
+        unchanged: (configuration, features) each, in one transaction."""
+        self.conn.executemany(f"UPDATE trials SET features = ? WHERE {self._column('task_key')} = ? AND "
+                              "algorithm = ? AND config = ? AND device = ?",
+                              [(json.dumps(features), subject.key, algorithm, config_key(config), device)
+                               for config, features in rows])
+        self.conn.commit()
+
     @_guarded("store a baseline")
     def record_baseline(self, subject: Subject, device: str, name: str, time_ms: float, memory_bytes: int | None):
         self.conn.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?)",

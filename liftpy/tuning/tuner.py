@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ..errors import InputError, InternalError, NoCorrectTrial
+from ..errors import DatabaseError, InputError, InternalError, NoCorrectTrial
 from .builder import Build, Built, LocalBuilder
 from .cost_model import AnalyticModel, DeviceModel, block_figures
 from .db import Best, TuningDB, best_of, chosen, config_key, flat_config, joined, lighter_rivals
+from .features import current
 from .measure import Timing, batch_seed
 from .program import JOINED, ROUTE, ProgramTask
 from .runner import SCRIPT_GUARD, Batch, LocalRunner, leave_if_importing_the_script
@@ -208,6 +209,8 @@ class Tuner:
             trials = max(trials, len(slots))
         share = max(1, trials // max(1, len(slots)))
         tuned, scheduler = [], TaskScheduler(slots, trials, self.batch)
+        if self.strategy == "model":
+            self._bring_features_current(slot.task for slot in slots)
         for index, slot in enumerate(slots):
             tuned.append(self._start(index, slot, share, scheduler))
         bar = Progress(max(0, trials - scheduler.spent), start=time.perf_counter(), enabled=self.progress)
@@ -265,6 +268,27 @@ class Tuner:
         if callable(self.strategy):
             return self.strategy(space, trials, self.seed, None)
         return LocalSearch(space, trials, self.seed, None, explore=1.0 if self.strategy == "random" else 0.4)
+
+    def _bring_features_current(self, tasks) -> None:
+        """The device's correct trials of these tasks whose features an older liftpy read (or none did:
+        :func:`~.features.current`) featurised again by the builder -- generated, nothing run -- and stored, so that
+        the model learns from the device's whole history of them. Where the database cannot store them, the
+        tuning goes on without them (they are what the builder makes again at will, not measurements)."""
+        device = self.device["name"]
+        for task in dict.fromkeys(tasks):
+            stale = [t for t in self.database.trials(task, device, status="ok", algorithm=ROUTE)
+                     if not current(t.features)]
+            if not stale:
+                continue
+            if self.progress:
+                print(f"  {task.describe()}: the features of {len(stale)} trials read again (this liftpy reads "
+                      "kernels otherwise than the one that measured them)", file=sys.stderr)
+            made = self._featurise(task, [task.complete(t.config) for t in stale])
+            try:
+                self.database.set_features(task, ROUTE, device,
+                                           [(t.config, f) for t, f in zip(stale, made) if f is not None])
+            except DatabaseError as e:
+                print(f"warning: {e.message}; the model learns without those trials", file=sys.stderr)
 
     def _device_trials(self) -> list:
         """The device's correct trials, every task's, as the database held them when a search first asked: read
