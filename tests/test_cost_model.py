@@ -11,8 +11,9 @@ from liftpy import nn
 from liftpy.device import Device
 from liftpy.nn.winograd import winograd_task
 from liftpy.tuning import ProgramTask
-from liftpy.tuning.cost_model import (LAUNCH_MS, OUT_OF_ORDER_WINDOW, AnalyticModel, DeviceModel, LearnedModel,
-                                      io_lower_bound, kendall_tau, top_recall, traffic_lower_bound, window_reuse)
+from liftpy.tuning.cost_model import (LAUNCH_MS, MEMORY_LINE, MEMORY_WAIT, OUT_OF_ORDER_WINDOW, AnalyticModel,
+                                      DeviceModel, LearnedModel, io_lower_bound, kendall_tau, top_recall,
+                                      traffic_lower_bound, window_reuse)
 from liftpy.tuning.features import FEATURES_VERSION, NAMES, program_features
 
 from .test_features import CPU, generated_candidates
@@ -97,6 +98,30 @@ def test_the_analytic_model_prefers_fewer_loads_and_lines_enough_accumulators_bu
         (1e6 + 2e6 * 18 / 32) / 1e6 * gpu_fitting, rel=1e-3)
     assert time(work_groups=1) == pytest.approx(4 * time(), rel=1e-2)
     assert time(accumulators=2, accumulator_share=2 / 16, is_cpu=0) == pytest.approx(time(), rel=1e-3)
+
+
+def test_a_kernels_lines_from_memory_cost_less_the_more_streams_a_step_reads_there():
+    """A CPU's kernel of 1.5e6 cycles (the pipes' 0.5e6 and 1e6 cache lines) that brings 2e5 lines from memory,
+    its steps reading one stream from there each, takes 2e5 (MEMORY_LINE + MEMORY_WAIT) = 7.2e6 more cycles;
+    eight streams each, 2e5 (MEMORY_LINE + MEMORY_WAIT / 8) = 3e6; on a GPU (which hides the waits) 2e5
+    MEMORY_LINE = 2.4e6. Two accumulators leave the multiply-adds waiting four times their cycles (the latency
+    test above), but a step whose 4e6 loads take as long waits on nothing more: the loads do not wait on the
+    multiply-adds."""
+    model = AnalyticModel()
+
+    def time(**values):
+        given = {"update_instructions": 1e6, "load_instructions": 1e6, "accumulators": 8,
+                 "accumulator_share": 0.5, "is_cpu": 1, "cache_lines": 1e6, **values}
+        return model.predict([features(**given)])[0] - LAUNCH_MS
+
+    assert (MEMORY_LINE, MEMORY_WAIT) == (12, 24)
+    pipes = time(memory_lines=0, memory_stream_lines=0)
+    assert time(memory_lines=2e5, memory_stream_lines=2e5) == pytest.approx(pipes * 8.7 / 1.5, rel=1e-3)
+    assert time(memory_lines=2e5, memory_stream_lines=2e5 / 8) == pytest.approx(pipes * 4.5 / 1.5, rel=1e-3)
+    assert time(memory_lines=2e5, memory_stream_lines=2e5, is_cpu=0) == pytest.approx(pipes * 3.9 / 1.5, rel=1e-3)
+    assert time(accumulators=2, accumulator_share=2 / 16, load_instructions=4e6) == pytest.approx(
+        time(load_instructions=4e6), rel=1e-3)
+    assert time(accumulators=2, accumulator_share=2 / 16) == pytest.approx(pipes * 3 / 1.5, rel=1e-3)
 
 
 def test_a_short_chain_of_updates_overlaps_the_next_outputs_in_the_cores_window():

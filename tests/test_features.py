@@ -12,7 +12,7 @@ from liftpy import nn
 from liftpy.device import Device
 from liftpy.tuning import ProgramTask
 from liftpy.tuning.builder import Build, build_candidate
-from liftpy.tuning.features import NAMES, program_features
+from liftpy.tuning.features import NAMES, PREFETCHED_STREAMS, program_features
 from .route_configs import example_config, example_configs
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "examples" / "programs"
@@ -172,3 +172,26 @@ def test_a_cpus_compiler_vectorises_an_innermost_loop_of_accumulators_in_memory(
             else:
                 assert features["update_instructions"] == updates
                 assert features["load_instructions"] == (2 if unroll == 0 else 1) * updates + copied_out
+
+
+@pytest.mark.parametrize("rows", [1, 4, 8, 64])
+def test_a_step_that_walks_several_rows_reads_as_many_streams(rows):
+    """A fully connected layer (1 x 512 by 64 x 512) whose work-item sums ``rows`` weight rows at once: each step
+    reads ``rows`` rows of the weights and the input's row, ``rows + 1`` streams; its ``64 / rows`` work-items'
+    steps bring ``rows + 1`` rows of 32 lines each, ``32 (64 / rows)`` lines a stream (beside their biases' few
+    lines, read before the loop). Of those, each buffer's lines come from memory once (the weights' 2048, the
+    input's 32, the biases' 4), a step's streams from memory its ``rows`` weight rows (the input's row, read by
+    every work-item, comes from memory once in ``64 / rows``): ``2048 / rows`` lines from memory a stream -- but
+    a step of 64 rows reads more streams than a core's prefetchers follow: it waits on each of its lines."""
+    task = ProgramTask.make(Path(nn.__file__).parent / "programs" / "gemm_clip.lift", {"n": 1, "k": 512, "m": 64})
+    config = task.complete({**task.space(CPU).plain(), "parallel": 1, "block.weightRow": rows,
+                            "unroll": int(rows > 1)})
+    built = build_candidate(Build(task.portable(), CPU, config))
+    assert built.failure is None, built.failure
+    features = built.features
+    assert features["stream_lines"] == pytest.approx(32 * 64 / rows, abs=4)
+    assert features["streams"] == pytest.approx(rows + 1, rel=0.01)
+    assert features["cache_lines"] == pytest.approx(32 * 64 / rows * (rows + 1), abs=64)  # biases: a line a row at most
+    assert features["memory_lines"] == 2048 + 32 + 4
+    followed = rows + 1 <= PREFETCHED_STREAMS
+    assert features["memory_stream_lines"] == pytest.approx(2048 / rows if followed else 2048 + 32 + 4, abs=8)

@@ -7,11 +7,14 @@ faster), and learns from measured trials. Two exist:
   multiply-add and load instructions (in the device's vector registers) at the rates of a core's vector pipes,
   the slower of the two, and a cycle for each cache line its loads bring from the next level (a step's loads
   that move by a row or a plane wait on a line each; those that stream along a row, on one every few steps);
-  on a CPU stretched where too few independent accumulators leave the pipes waiting on a multiply-add's
+  on a CPU the multiply-adds stretched where too few independent accumulators leave the pipes waiting on their
   latency (unless each output's chain of updates is short enough that the core's out-of-order window holds the
-  next outputs' chains too: a pooling's nine steps), and where the accumulators and a step's operands (the
+  next outputs' chains too: a pooling's nine steps); more loads where the accumulators and a step's operands (the
   vectors it loads, a value broadcast) do not fit the registers (the accumulators left out, on a CPU all of
-  them, loaded and stored at every update); spread over the compute units its work-groups keep busy.
+  them, loaded and stored at every update); and the time of the lines that come from memory, on a CPU waiting
+  on each of them less the more streams from memory a step reads at once (a matrix's rows walked together, not
+  one by one, up to the streams its prefetchers follow); spread over the compute units its work-groups keep
+  busy.
   :meth:`~AnalyticModel.block_cycles` is the same count for a register block from its configuration alone (its
   step's new lines estimated), before anything is generated. Its figure orders candidates of one task; it knows
   nothing a device's measurements would teach. (A candidate featurised before the instructions were counted is
@@ -51,6 +54,12 @@ FMA_LATENCY = 4
 OUT_OF_ORDER_WINDOW = 320
 #: cache lines a core's first-level cache takes in a cycle from the next level (64 bytes a cycle)
 LINES_PER_CYCLE = 1
+#: cycles a core takes for a line from memory (not a cache) at best, its share of the memory's bandwidth; and
+#: on a CPU those it waits beside, shared by the streams from memory its step reads at once (a core keeps a few
+#: lines of each stream in flight: a row walked alone waits on each of its lines, eight walked together once for
+#: eight; :func:`~liftpy.tuning.features.program_features`' ``memory_stream_lines``)
+MEMORY_LINE = 12
+MEMORY_WAIT = 24
 #: what a kernel's launch costs, in the figure's milliseconds
 LAUNCH_MS = 1e-3
 #: the vector registers a step needs beside its accumulators where its features do not say
@@ -151,7 +160,8 @@ class AnalyticModel:
                                   f["is_cpu"], 0.0 if math.isnan(cache_lines) else cache_lines,
                                   _known(f.get("step_operands"), STEP_OPERANDS),
                                   _overlapped(f.get("reduction_chain"), accumulators,
-                                              1 + f["load_instructions"] / updates))
+                                              1 + f["load_instructions"] / updates),
+                                  _known(f.get("memory_lines"), 0.0), _known(f.get("memory_stream_lines"), 0.0))
             return cycles / NOMINAL_UPDATES_PER_MS / units / busy + LAUNCH_MS * f["kernels"]
         lanes = max(1.0, min(f["vector_width"], f["preferred_vector"]))
         arithmetic = f["reduction_updates"] / (units * lanes * NOMINAL_UPDATES_PER_MS)
@@ -185,24 +195,28 @@ def _block_lines(f: Mapping[str, float]) -> float:
 
 
 def _step_cycles(updates: float, loads: float, accumulators: float, share: float, is_cpu: float,
-                 cache_lines: float = 0.0, operands: float = STEP_OPERANDS, overlapped: float = 1.0) -> float:
+                 cache_lines: float = 0.0, operands: float = STEP_OPERANDS, overlapped: float = 1.0,
+                 memory_lines: float = 0.0, memory_stream_lines: float = 0.0) -> float:
     """Cycles of ``updates`` multiply-add and ``loads`` load instructions into ``accumulators`` vector
     accumulators (``share``: of the device's vector registers) with ``operands`` registers of a step's values
     beside them, and ``cache_lines`` new lines: the slower of the pipes, a cycle a new line; the accumulators
     that do not fit the registers beside the operands loaded and stored at every update -- on a CPU all of them
     once any does not (the C compiler's spills in the inner loop cost about that, not only the values past the
-    registers; a GPU's registers per work-item are not known to that precision); on a CPU stretched where too
-    few accumulators -- ``overlapped`` times as many where the core runs several outputs' chains at once
-    (:func:`_overlapped`) -- leave the pipes waiting on a multiply-add's latency."""
+    registers; a GPU's registers per work-item are not known to that precision). On a CPU the multiply-adds
+    wait on their latency where too few accumulators -- ``overlapped`` times as many where the core runs several
+    outputs' chains at once (:func:`_overlapped`) -- leave the pipes idle (the loads do not wait on them). Then
+    ``memory_lines`` from memory (:data:`MEMORY_LINE` each), on a CPU with :data:`MEMORY_WAIT` for each of
+    ``memory_stream_lines`` (those lines over the streams of their step); a GPU hides the waits behind its other
+    work-items. Added, not overlapped: where memory's time is most of a kernel's, its instructions still order
+    candidates that read memory alike."""
     registers = accumulators / share if share > 0 else math.inf
     spilled = min(accumulators, max(0.0, accumulators + operands - registers))
     if spilled and is_cpu:
         spilled = accumulators
     loads = loads + 2 * updates * spilled / accumulators
-    cycles = max(updates / FMA_PER_CYCLE, loads / LOADS_PER_CYCLE) + cache_lines / LINES_PER_CYCLE
-    if is_cpu:
-        cycles *= max(1.0, FMA_PER_CYCLE * FMA_LATENCY / (accumulators * overlapped))
-    return cycles
+    waiting = max(1.0, FMA_PER_CYCLE * FMA_LATENCY / (accumulators * overlapped)) if is_cpu else 1.0
+    pipes = max(updates / FMA_PER_CYCLE * waiting, loads / LOADS_PER_CYCLE) + cache_lines / LINES_PER_CYCLE
+    return pipes + MEMORY_LINE * memory_lines + (MEMORY_WAIT * memory_stream_lines if is_cpu else 0.0)
 
 
 def _overlapped(chain, accumulators: float, instructions_per_update: float) -> float:
@@ -280,7 +294,7 @@ class LearnedModel:
 #: model's figure, which carries what the formula knows
 _COUNTS = {"global_read_bytes", "global_written_bytes", "reduction_updates", "private_stores", "local_stores",
            "global_stores", "work_items", "work_groups", "group_size", "private_bytes", "local_bytes",
-           "reduction_chain"}
+           "reduction_chain", "stream_lines", "memory_lines", "memory_stream_lines"}
 _COLUMNS = (*NAMES, *CHOICE_NAMES, "analytic")
 
 

@@ -15,7 +15,13 @@ often each statement runs (its loops' trip counts, the parallel ones included):
   reduction updates, and their ratio: a step that loads more than it computes waits on its loads;
 - the *cache lines* its global loads bring each time they run (:func:`_new_lines`: a load that moves by a line
   or more a step brings its lines each step, one that streams along a row a line every few steps, one that
-  does not move with the loop around it none), and how many of them jump a page or more a step.
+  does not move with the loop around it none), and how many of them jump a page or more a step;
+- the *streams* a step reads at once (its global loads that bring lines), and its lines over them
+  (``stream_lines``); the lines that come from memory, not a cache (``memory_lines``: each buffer's lines once,
+  shared among its loads as they bring them), and those over the streams from memory of their step
+  (``memory_stream_lines``): a core keeps a few lines of each stream in flight, so a step that walks one row of
+  a large matrix waits on each of its lines where one that walks eight rows waits once for eight -- up to the
+  streams its prefetchers follow (:data:`PREFETCHED_STREAMS`); a step of more waits on each line again.
 
 Ratios a model needs across tasks of different sizes are given too (updates per global byte; per work-item), and
 the *reduction chain*: the updates each output waits on in turn (a 3x3 pooling's 9, a convolution's ``C kh kw``),
@@ -40,9 +46,9 @@ from ..device import Device
 from ..rewrite.route.choices import vectors_outer
 
 #: what the features mean, stored with them: raised when a count changes meaning (3: a CPU compiler's vectorised
-#: loops, and a block not unrolled, counted in vector instructions), so that a model learns only from trials
-#: featurised alike (:func:`current`)
-FEATURES_VERSION = 3
+#: loops, and a block not unrolled, counted in vector instructions; 4: the streams a step reads), so that a model
+#: learns only from trials featurised alike (:func:`current`)
+FEATURES_VERSION = 4
 
 #: the features, in a model's column order
 NAMES = (
@@ -51,7 +57,8 @@ NAMES = (
     "waves", "updates_per_item", "private_bytes", "private_share", "registers", "local_bytes", "local_share",
     "vector_width", "vector_share", "kernels", "unrolled_blocks", "compute_units", "preferred_vector",
     "is_cpu", "load_instructions", "update_instructions", "loads_per_update_instruction",
-    "cache_lines", "far_loads", "lines_per_update", "reduction_chain",
+    "cache_lines", "far_loads", "lines_per_update", "reduction_chain", "stream_lines", "streams",
+    "memory_lines", "memory_stream_lines",
 )
 
 
@@ -160,19 +167,24 @@ def program_features(generated, device: Device) -> dict[str, float]:
         "loads_per_update_instruction": totals["load_instructions"] / max(1.0, totals["update_instructions"]),
         "lines_per_update": totals["cache_lines"] / max(1.0, totals["update_instructions"]),
         "reduction_chain": totals["reduction_updates"] / max(1, output_elements),
+        "streams": totals["cache_lines"] / totals["stream_lines"] if totals["stream_lines"] else 0.0,
     }
     return {name: float(out[name]) for name in NAMES}
 
 
 #: what :func:`_weighted_counts` counts
 _COUNTED = ("reduction_updates", "private_stores", "local_stores", "global_stores", "unrolled_blocks",
-            "load_instructions", "update_instructions", "cache_lines", "far_loads")
+            "load_instructions", "update_instructions", "cache_lines", "far_loads", "stream_lines", "memory_lines",
+            "memory_stream_lines")
 
 #: bytes of a cache line, and of a page: a load whose address moves a line or more a step brings a new line each
 #: step (a stream of smaller steps brings one every few); one that moves a page or more defeats the prefetchers
 #: and the TLB's reach
 LINE_BYTES = 64
 PAGE_BYTES = 4096
+#: the streams a core's prefetchers follow at once (Intel's L2 streamer: 32, a page each): a step that reads more
+#: streams from memory than that waits on each of their lines, as a step of one stream does
+PREFETCHED_STREAMS = 32
 
 
 def _weighted_counts(kernel: Kernel, preferred: int, is_cpu: bool = False) -> Mapping[str, float]:
@@ -180,16 +192,22 @@ def _weighted_counts(kernel: Kernel, preferred: int, is_cpu: bool = False) -> Ma
     each weighted by how often its statement runs (both sides of a padding branch counted at the share of its
     loop it covers: the traffic count's rule). On a CPU an innermost loop the C compiler vectorises
     (:func:`_compiler_lanes`) takes an instruction per ``preferred`` of its steps, a load whose address moves by
-    ``k`` elements a step ``k`` of them (its lanes gathered from ``k`` registers), one that does not move one."""
+    ``k`` elements a step ``k`` of them (its lanes gathered from ``k`` registers), one that does not move one.
+    A step's global loads that bring lines are its streams: each one's lines count over their number in
+    ``stream_lines``; a buffer's lines come from memory once, its loads' share of them in ``memory_lines`` (over
+    their step's streams from memory -- each load's share of its lines from memory, summed -- in
+    ``memory_stream_lines``)."""
     counts = dict.fromkeys(_COUNTED, 0.0)
     extents: dict = {}
     in_registers = set(kernel.registers)
 
-    def go(body: tuple, times: float, loaded: set, loops: tuple = (), vectorised: tuple | None = None):
+    def go(body: tuple, times: float, loaded: set, streams: list, loops: tuple = (),
+           vectorised: tuple | None = None):
         """``loaded``: what a loop's step has loaded so far -- the same element again is no load (the C
         compiler's common subexpressions), within an unrolled block too; ``loops``: the enclosing loops'
         (variable, trip count), innermost last, whose steps move the loads' addresses; ``vectorised``: the
-        loop the compiler vectorises (variable, lanes) where the statements are its steps."""
+        loop the compiler vectorises (variable, lanes) where the statements are its steps; ``streams``: the
+        lines each of the step's global loads brings (a stream each)."""
         for s in body:
             if isinstance(s, (Store, VStore)):
                 lanes = (s.width if isinstance(s, VStore) else 1) * _lanes(s.mem)
@@ -213,22 +231,39 @@ def _weighted_counts(kernel: Kernel, preferred: int, is_cpu: bool = False) -> Ma
                             lines, far = _new_lines(f, loops)
                             counts["cache_lines"] += times * lines
                             counts["far_loads"] += times * far
+                            if lines:
+                                streams.append((f.mem, times * lines))
             elif isinstance(s, (ParFor, SeqFor)):
                 extents[s.var] = (s.start if isinstance(s, SeqFor) else 0, s.extent)
                 lanes = _compiler_lanes(s, preferred, in_registers) if is_cpu else 0
-                go(s.body, times * s.extent, set(), (*loops, (s.var, s.extent)),
+                step: list = []
+                steps.append(step)
+                go(s.body, times * s.extent, set(), step, (*loops, (s.var, s.extent)),
                    (s.var, lanes) if lanes > 1 else None)
             elif isinstance(s, Unrolled):
                 counts["unrolled_blocks"] += 1
-                go(s.body, times, loaded, loops)
+                go(s.body, times, loaded, streams, loops)
             elif isinstance(s, Produce):
-                go(s.body, times, loaded, loops)
+                go(s.body, times, loaded, streams, loops)
             elif isinstance(s, If):
                 inside = branch_share(s, extents.get(s.var))
-                go(s.then, times * inside, set(loaded), loops)
-                go(s.orelse, times * (1 - inside), set(loaded), loops)
+                go(s.then, times * inside, set(loaded), streams, loops)
+                go(s.orelse, times * (1 - inside), set(loaded), streams, loops)
 
-    go(kernel.body, 1.0, set())
+    steps: list[list] = [[]]  # each step's streams: (memory, lines it brings), the kernel's own first
+    go(kernel.body, 1.0, set(), steps[0])
+    brought: dict = {}  # lines brought of each buffer, by all its loads
+    for step in steps:
+        for memory, lines in step:
+            brought[memory] = brought.get(memory, 0.0) + lines
+    first = {m: min(1.0, -(-m.bytes // LINE_BYTES) / lines) for m, lines in brought.items()}  # first touches
+    for step in steps:
+        if step:
+            counts["stream_lines"] += sum(lines for _, lines in step) / len(step)
+            memory = sum(lines * first[m] for m, lines in step)
+            streams = sum(first[m] for m, _ in step)
+            counts["memory_lines"] += memory
+            counts["memory_stream_lines"] += memory / max(1.0, streams) if streams <= PREFETCHED_STREAMS else memory
     return counts
 
 
