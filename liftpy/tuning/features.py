@@ -46,8 +46,8 @@ from ..device import Device
 from ..rewrite.route.choices import vectors_outer
 
 #: what the features mean, stored with them: raised when a count changes meaning (3: a CPU compiler's vectorised
-#: loops, and a block not unrolled, counted in vector instructions; 4: the streams a step reads), so that a model
-#: learns only from trials featurised alike (:func:`current`)
+#: loops, and a block not unrolled, counted in vector instructions; 4: the streams a step reads, the lines from
+#: memory), so that a model learns only from trials featurised alike (:func:`current`)
 FEATURES_VERSION = 4
 
 #: the features, in a model's column order
