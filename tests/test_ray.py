@@ -37,10 +37,19 @@ FAST_HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_th
                "RAY_health_check_initial_delay_ms": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
+_GIVEN: set[int] = set()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1 that this module has not given before: each is drawn and let go at once, and
+    the system may draw the same one twice (Ray refuses to start a node with two components on one port)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def _session_pids(sid: int) -> list[int]:
