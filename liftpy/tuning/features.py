@@ -261,9 +261,10 @@ def _weighted_counts(kernel: Kernel, preferred: int, is_cpu: bool = False) -> Ma
         if step:
             counts["stream_lines"] += sum(lines for _, lines in step) / len(step)
             memory = sum(lines * first[m] for m, lines in step)
-            streams = sum(first[m] for m, _ in step)
+            from_memory = sum(first[m] for m, _ in step)  # the step's streams from memory
             counts["memory_lines"] += memory
-            counts["memory_stream_lines"] += memory / max(1.0, streams) if streams <= PREFETCHED_STREAMS else memory
+            counts["memory_stream_lines"] += (memory / max(1.0, from_memory) if from_memory <= PREFETCHED_STREAMS
+                                              else memory)
     return counts
 
 
