@@ -34,6 +34,31 @@ def test_a_batch_is_timed_in_rounds_for_at_least_its_span():
     assert seconds >= 1.5 and len(long[0]["times_ms"]) == len(long[1]["times_ms"]) > 3  # in turns: as many each
 
 
+def test_no_candidate_is_timed_while_the_tuners_own_process_computes():
+    """LocalRunner.host_work: the tuner ranking candidates or a model learning took one of 2 cores from the
+    kernels being timed (a batch's first rounds 1.5-2x its later ones); a batch waits to be timed until the
+    block ends, and is timed then."""
+    task = nn.route_task(nn.make_layer(**SMALL)).portable()
+    runner = LocalRunner()
+    try:
+        configs = example_configs(task.space(runner.device_facts))[:2]
+        builts = tuple(build_candidate(Build(task, runner.device_facts, c)) for c in configs)
+        timing = Timing(rounds=3, min_round_ms=1)
+        [f.result() for f in runner.run(Batch(task, builts, 1, timing))]  # the worker started, its reference made
+        start = time.perf_counter()
+        [f.result() for f in runner.run(Batch(task, builts, 2, timing))]
+        alone = time.perf_counter() - start
+        with runner.host_work():
+            futures = runner.run(Batch(task, builts, 3, timing))
+            time.sleep(max(3.0, 10 * alone))  # checked, then held back: not timed while the block runs
+            waiting = [f.done() for f in futures]
+        results = [f.result(timeout=60) for f in futures]
+    finally:
+        runner.close()
+    assert waiting == [False, False]
+    assert all(r["status"] == "ok" and len(r["times_ms"]) == 3 for r in results)
+
+
 def test_the_race_stops_the_rounds_of_candidates_far_behind_the_leader():
     # by numbers: a leader of 1.0 ms and a race of 2: 2.0 ms still runs, 2.1 ms does not; the task's best counts
     timing = Timing(race=2.0)

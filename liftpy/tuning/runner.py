@@ -57,10 +57,12 @@ def device_record(device) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ in the worker
-def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence[int] = ()) -> dict[int, dict]:
+def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence[int] = (),
+                  host=None) -> dict[int, dict]:
     """Check and time a batch on ``device`` (see the module's docstring): a result per candidate, by its
     position. ``step(i)`` is told before candidate ``i`` runs (what a hang or a crash is charged to);
-    ``quiet``: processes of this machine paused while the candidates are timed (a builder's)."""
+    ``quiet``: processes of this machine paused while the candidates are timed (a builder's); ``host``: a lock
+    held while they are timed, which the tuner's own process holds while it computes (:class:`LocalRunner`)."""
     import pyopencl as cl
 
     from ..errors import DeviceError
@@ -125,16 +127,17 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
         checked.append((position, prepared, run.kernel_ms, result))
         held_bytes += memory
         if held_bytes > budget:  # time what is held, and let its buffers go, before checking more
-            _time_in_turns(checked, per_call, timing, step, quiet, results, flush)
+            _time_in_turns(checked, per_call, timing, step, quiet, results, flush, host)
             checked, held_bytes = [], 0
-    _time_in_turns(checked, per_call, timing, step, quiet, results, flush)
+    _time_in_turns(checked, per_call, timing, step, quiet, results, flush, host)
     return results
 
 
-def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flush) -> None:
+def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flush, host=None) -> None:
     """Time the checked candidates in rounds taken in turns (:mod:`liftpy.tuning.measure`), each call after
-    ``flush`` where the timing is cold; each one's result gets the median of its rounds, the rounds' figures, and
-    its kernels' medians."""
+    ``flush`` where the timing is cold, with ``host`` held (the lock first, then the builders paused: the tuner
+    may be waiting on them with the lock held); each one's result gets the median of its rounds, the rounds'
+    figures, and its kernels' medians."""
     from .measure import median
 
     if not checked:
@@ -143,7 +146,7 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flus
     calls = [timing.calls_for(timing.min_round_ms, first_ms + between) for _, _, first_ms, _ in checked]
     rounds: list[list[float]] = [[] for _ in checked]
     kernels: list[list[dict]] = [[] for _ in checked]
-    with _paused(quiet):
+    with _held(host), _paused(quiet):
         for position, prepared, first_ms, _ in checked:
             if timing.warmup_ms > 0:
                 step(position)
@@ -166,6 +169,22 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flus
                              "seconds": result["seconds"] + sum(rounds[i]) * calls[i] / 1e3}
         if len(rounds[i]) < timing.rounds:
             results[position]["cause"] = f"timed for {len(rounds[i])} round(s): over {timing.race:g}x the leader"
+
+
+#: seconds the worker waits for the tuner's process to finish computing before it times anyway
+HOST_WAIT = 60.0
+
+
+@contextlib.contextmanager
+def _held(lock, wait: float = HOST_WAIT):
+    """``lock`` held for the block (none: nothing to hold); not had within ``wait`` seconds, the block runs
+    without it, as it would have before the lock existed."""
+    got = lock is not None and lock.acquire(timeout=wait)
+    try:
+        yield
+    finally:
+        if got:
+            lock.release()
 
 
 @contextlib.contextmanager
@@ -195,7 +214,7 @@ def _continue(pids: Sequence[int]) -> None:
             pass
 
 
-def _worker(conn, device_spec):
+def _worker(conn, device_spec, host=None):
     from ..runtime import get_device
 
     device = get_device(device_spec)
@@ -218,7 +237,7 @@ def _worker(conn, device_spec):
             continue
         _, batch, quiet = message
         try:
-            results = measure_batch(batch, device, lambda position: conn.send(("step", position)), quiet)
+            results = measure_batch(batch, device, lambda position: conn.send(("step", position)), quiet, host)
             conn.send(("done", results))
         except Exception:  # a bug in liftpy, not a fault of the device: the tuner stops and saves the traceback
             conn.send(("bug", traceback.format_exc()))
@@ -250,7 +269,9 @@ class LocalRunner:
     """Measures batches on a device of this machine, one batch at a time, in a child process; a candidate
     running past ``timeout`` seconds (counted from when the started, ready worker begins it) or a crash kills
     and replaces the worker, and the batch goes on without that candidate. ``quiet``: a callable giving the ids
-    of processes paused while candidates are timed (a :class:`~liftpy.tuning.builder.LocalBuilder`'s)."""
+    of processes paused while candidates are timed (a :class:`~liftpy.tuning.builder.LocalBuilder`'s); the
+    tuner's own computing (a search ranking its candidates, a model learning) is kept apart from the timing by
+    :meth:`host_work`: on 2 cores it took one of the device's, and a batch's first rounds ran at 1.5-2x."""
 
     #: its device is one of this machine's (a local builder may compile for it)
     on_this_machine = True
@@ -270,6 +291,7 @@ class LocalRunner:
         self.timeout = timeout
         self.quiet = quiet
         self._ctx = multiprocessing.get_context("spawn")
+        self._host = None  # the worker's timing lock (a new one a worker: one that died may hold the last)
         self._process = None
         self._conn = None
         self._start_failures = 0
@@ -291,6 +313,14 @@ class LocalRunner:
         except (EOFError, ConnectionError, BrokenPipeError):
             pass
         self._kill()
+
+    @contextlib.contextmanager
+    def host_work(self):
+        """A block of this process's own computing, never while the worker times candidates: it waits for a
+        timing under way to end (``timeout`` seconds at most: a hung worker is the time limit's to meet), and a
+        timing waits for the block. Not around waiting for the runner's results: the worker would wait for it."""
+        with _held(self._host, self.timeout):
+            yield
 
     def run(self, batch: Batch) -> list[Future]:
         futures = [Future() for _ in batch.builts]
@@ -371,7 +401,8 @@ class LocalRunner:
         from ..errors import InputError
 
         parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(target=_worker, args=(child, self.device_spec), daemon=True)
+        self._host = self._ctx.Lock()
+        process = self._ctx.Process(target=_worker, args=(child, self.device_spec, self._host), daemon=True)
         try:
             with _single_threaded_host_libraries():
                 process.start()

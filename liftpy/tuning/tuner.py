@@ -17,6 +17,7 @@ tuning again resumes it: what the database holds is not measured again, and the 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import sys
@@ -222,7 +223,8 @@ class Tuner:
             while building is not None or running:
                 while building is not None and len(running) < parallel:
                     running.append(self._run(building, tuned, scheduler))
-                    building = self._build_next(scheduler, tuned)  # built while the runner measures
+                    with self._host_work():  # proposed while the runner checks, built while it measures
+                        building = self._build_next(scheduler, tuned)
                 self._record(running.popleft(), tuned, scheduler, bar)
         finally:
             bar.finish()
@@ -424,17 +426,23 @@ class Tuner:
     def _record(self, running, tuned: list[_Tuned], scheduler: TaskScheduler, bar: Progress) -> None:
         index, configs, futures, seed, features = running
         part = tuned[index]
-        for config, future, known in zip(configs, futures, features):
-            result = future.result()
-            if result["status"] == "bug":
-                self._stop_for_bug(part.slot.task, config, seed, result["cause"])
-            if known:
-                result = {**result, "features": known}
-            self.database.record(part.slot.task, ROUTE, config, result.get("device", self.device), result)
-            part.strategy.observe(config, result)
-            ok = result["status"] == "ok" and result.get("time_ms") is not None
-            scheduler.observe(index, result["time_ms"] if ok else None, work=_work(known))
-            bar.update(result, scheduler.total_ms())
+        results = [future.result() for future in futures]  # waited for without the host: the worker may want it
+        with self._host_work():
+            for config, result, known in zip(configs, results, features):
+                if result["status"] == "bug":
+                    self._stop_for_bug(part.slot.task, config, seed, result["cause"])
+                if known:
+                    result = {**result, "features": known}
+                self.database.record(part.slot.task, ROUTE, config, result.get("device", self.device), result)
+                part.strategy.observe(config, result)
+                ok = result["status"] == "ok" and result.get("time_ms") is not None
+                scheduler.observe(index, result["time_ms"] if ok else None, work=_work(known))
+                bar.update(result, scheduler.total_ms())
+
+    def _host_work(self):
+        """A block of this process's computing kept apart from the runner's timing, where the runner shares its
+        machine (:meth:`LocalRunner.host_work`)."""
+        return getattr(self.runner, "host_work", contextlib.nullcontext)()
 
     def _stop_for_bug(self, task, config, seed, cause: str):
         """A bug in liftpy met while building or measuring a candidate stops the tuning, its traceback saved."""
