@@ -4,10 +4,10 @@
     python benchmarks/cost_model.py --network MODEL.onnx=NETWORK.sqlite ... [--min-trials 8]
 
 Each correct trial of the database (of each, where several are given: the tasks of all of them are held out in
-turn) (VGG-16's layers by their labels, the programs of examples/programs/ at
-benchmarks/programs.py's sizes; with ``--network``, the steps and stages of a network tuned by ``net.tune`` or
-benchmarks/networks.py, named by the network's file and the index of the first step that runs the task) is read with the features of its kernels (liftpy.tuning.features) it was
-recorded with; a trial recorded without them is built again by today's compiler for this machine's device, and
+turn) (VGG-16's layers by their labels, the programs of examples/programs/ at benchmarks/programs.py's sizes;
+with ``--network``, the steps and stages of a network tuned by ``net.tune`` or benchmarks/networks.py, named by
+the network's file and the index of the first step that runs the task) is read with the features of its kernels
+(liftpy.tuning.features) it was recorded with; a trial recorded without them is built again by today's compiler for this machine's device, and
 its features are kept in ``benchmarks/results/features-<database>.json`` (computed once; a configuration today's
 route no longer lowers is left out). The features of its configuration's choices are read afresh. Then for
 each task in turn the learned model is trained on every *other* task's trials (each time over its task's
