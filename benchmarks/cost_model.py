@@ -3,18 +3,20 @@
     python benchmarks/cost_model.py [--db benchmarks/results/vgg16-route-zen3.sqlite ...] [--workers 2] [--out FILE]
     python benchmarks/cost_model.py --network MODEL.onnx=NETWORK.sqlite ... [--min-trials 8]
 
-Each correct trial of the database (of each, where several are given: the tasks of all of them are held out in
-turn) (VGG-16's layers by their labels, the programs of examples/programs/ at benchmarks/programs.py's sizes;
-with ``--network``, the steps and stages of a network tuned by ``net.tune`` or benchmarks/networks.py, named by
-the network's file and the index of the first step that runs the task) is read with the features of its kernels
-(liftpy.tuning.features) it was recorded with; a trial recorded without them is built again by today's compiler for this machine's device, and
-its features are kept in ``benchmarks/results/features-<database>.json`` (computed once; a configuration today's
-route no longer lowers is left out). The features of its configuration's choices are read afresh. Then for
-each task in turn the learned model is trained on every *other* task's trials (each time over its task's
-fastest, as a tuning trains it) and ranks this one's (leave-one-task-out); the analytic model ranks it with no
-training. Printed per task: the trials, Kendall's tau of each model's order against the measured one, the
-share of the five fastest measured among the model's 20 first, and how far the model's first choice among the
-measured trials is from their best (its time over the best's).
+Each correct trial of the database (of each, where several are given: the tasks of all of them are held out in turn)
+(VGG-16's layers by their labels, the programs of examples/programs/ at benchmarks/programs.py's sizes; with
+``--network``, the steps and stages of a network tuned by ``net.tune`` or benchmarks/networks.py, named by the
+network's file and the index of the first step that runs the task) is read with the features of its kernels
+(liftpy.tuning.features) it was recorded with; a trial recorded without them is built again by today's compiler for
+this machine's device, and its features are kept in ``benchmarks/results/features-<database>.json`` (computed once;
+a configuration today's route no longer lowers is left out). The features of its configuration's choices are read
+afresh. Then for each task in turn the learned model is trained on every *other* task's trials (each time over its
+task's fastest, as a tuning trains it) and ranks this one's (leave-one-task-out); the analytic model ranks it with
+no training. Printed per task: the trials, Kendall's tau of each model's order against the measured one, the share
+of the five fastest measured among the model's 20 first, and how far the model's first choice among the measured
+trials is from their best (its time over the best's); then the medians, and on how many tasks each model's first
+choice is within 1.1x, 1.25x and 2x of the best. (A task of 20 trials or fewer has all of them among any 20 first:
+its share is 1.)
 """
 
 import argparse
