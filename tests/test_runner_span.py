@@ -59,6 +59,42 @@ def test_no_candidate_is_timed_while_the_tuners_own_process_computes():
     assert all(r["status"] == "ok" and len(r["times_ms"]) == 3 for r in results)
 
 
+def test_the_cutoff_judges_a_call_taken_as_quietly_as_the_rounds_not_the_checked_run(monkeypatch):
+    """The checked run shares the machine with the builders compiling the next batch: a tuning cut candidates
+    by it that, measured again, were within 1.15x of their task's best. Here the checked (poisoned) run reports
+    1000 ms more than it took: the candidates still get their rounds; a cutoff no call meets times them once."""
+    from liftpy.runtime import PreparedProgram, device_info, get_device
+    from liftpy.tuning.runner import measure_batch
+
+    class Slowed:
+        def __init__(self, run):
+            self._run = run
+
+        def __getattr__(self, name):
+            return getattr(self._run, name)
+
+        @property
+        def kernel_ms(self):
+            return self._run.kernel_ms + 1000.0
+
+    run = PreparedProgram.run
+
+    def slowed_when_checked(self, inputs=None, *args, poison=False, **kwargs):
+        result = run(self, inputs, *args, poison=poison, **kwargs)
+        return Slowed(result) if poison else result
+
+    monkeypatch.setattr(PreparedProgram, "run", slowed_when_checked)
+    task = nn.route_task(nn.make_layer(**SMALL)).portable()
+    device = get_device()
+    facts = device_info(device)
+    builts = tuple(build_candidate(Build(task, facts, c)) for c in example_configs(task.space(facts))[:2])
+    kept = measure_batch(Batch(task, builts, 1, Timing(rounds=3, min_round_ms=1, cutoff_ms=100.0)), device)
+    cut = measure_batch(Batch(task, builts, 1, Timing(rounds=3, min_round_ms=1, cutoff_ms=1e-9)), device)
+    assert all(r["status"] == "ok" and len(r["times_ms"]) == 3 and r["time_ms"] < 100 for r in kept.values())
+    assert all(r["status"] == "ok" and len(r["times_ms"]) == 1 and r["time_ms"] < 100
+               and r["cause"] == "timed once: far slower than the best" for r in cut.values())
+
+
 def test_the_race_stops_the_rounds_of_candidates_far_behind_the_leader():
     # by numbers: a leader of 1.0 ms and a race of 2: 2.0 ms still runs, 2.1 ms does not; the task's best counts
     timing = Timing(race=2.0)

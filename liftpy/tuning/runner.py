@@ -120,10 +120,6 @@ def measure_batch(batch: Batch, device, step=lambda index: None, quiet: Sequence
                                               if error == float("inf") else ""))
             results[position] = result
             continue
-        if timing.cutoff_ms is not None and run.kernel_ms > timing.cutoff_ms:
-            result["cause"] = "timed once: far slower than the best"
-            results[position] = result
-            continue
         checked.append((position, prepared, run.kernel_ms, result))
         held_bytes += memory
         if held_bytes > budget:  # time what is held, and let its buffers go, before checking more
@@ -137,16 +133,19 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flus
     """Time the checked candidates in rounds taken in turns (:mod:`liftpy.tuning.measure`), each call after
     ``flush`` where the timing is cold, with ``host`` held (the lock first, then the builders paused: the tuner
     may be waiting on them with the lock held); each one's result gets the median of its rounds, the rounds'
-    figures, and its kernels' medians."""
+    figures, and its kernels' medians. Against ``timing.cutoff_ms``, a candidate is judged by a call taken here,
+    not by its checked run, which shares the machine with the builders compiling the next batch."""
     from .measure import median
 
     if not checked:
         return
     between = flush.ms if flush is not None else 0.0  # a round lasts min_round_ms, its flushes counted
-    calls = [timing.calls_for(timing.min_round_ms, first_ms + between) for _, _, first_ms, _ in checked]
-    rounds: list[list[float]] = [[] for _ in checked]
-    kernels: list[list[dict]] = [[] for _ in checked]
     with _held(host), _paused(quiet):
+        if timing.cutoff_ms is not None:
+            checked = _within_cutoff(checked, per_call, timing.cutoff_ms, step, results, flush)
+        calls = [timing.calls_for(timing.min_round_ms, first_ms + between) for _, _, first_ms, _ in checked]
+        rounds: list[list[float]] = [[] for _ in checked]
+        kernels: list[list[dict]] = [[] for _ in checked]
         for position, prepared, first_ms, _ in checked:
             if timing.warmup_ms > 0:
                 step(position)
@@ -169,6 +168,21 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flus
                              "seconds": result["seconds"] + sum(rounds[i]) * calls[i] / 1e3}
         if len(rounds[i]) < timing.rounds:
             results[position]["cause"] = f"timed for {len(rounds[i])} round(s): over {timing.race:g}x the leader"
+
+
+def _within_cutoff(checked, per_call, cutoff_ms: float, step, results, flush) -> list:
+    """The checked candidates whose one call, taken now, is within ``cutoff_ms`` (with that call's time as their
+    first); the others timed by that call alone, into ``results``."""
+    kept = []
+    for position, prepared, _, result in checked:
+        step(position)
+        run = prepared.run(per_call, cold=flush)
+        if run.kernel_ms <= cutoff_ms:
+            kept.append((position, prepared, run.kernel_ms, result))
+        else:
+            results[position] = {**result, "time_ms": run.kernel_ms, "times_ms": [run.kernel_ms],
+                                 "stage_ms": run.per_kernel_ms, "cause": "timed once: far slower than the best"}
+    return kept
 
 
 #: seconds the worker waits for the tuner's process to finish computing before it times anyway

@@ -411,8 +411,8 @@ class Tuner:
 
     def _run(self, building, tuned: list[_Tuned], scheduler: TaskScheduler):
         """A built batch handed to the runner: (slot index, configurations, result futures, the inputs' seed,
-        each candidate's features, recorded with its result). A candidate whose checked run is ``cutoff`` times
-        slower than its task's best so far is timed once; one whose first round is :data:`RACE` times slower than
+        each candidate's features, recorded with its result). A candidate whose first call is ``cutoff`` times
+        slower than its task's best so far is timed by it alone; one whose first round is :data:`RACE` times slower than
         the leader's, for that round."""
         index, configs, futures = building
         task = tuned[index].slot.task
