@@ -28,11 +28,11 @@ from ..errors import InputError
 class Timing:
     """How long a runner times each candidate: first ``warmup_ms`` of calls (the device's threads awake, its caches
     filled), then ``rounds`` rounds of at least ``min_round_ms`` each (one call at least, at most ``max_calls`` a
-    round); a candidate whose first call then (before its warmup, the machine as quiet as for its rounds) is slower
-    than ``cutoff_ms`` (far behind the best so far) is timed by that call alone. With ``race``, a candidate whose
-    first round is slower than ``race`` times the leader (the batch's fastest first round, or ``leader_ms``, the
-    task's best so far, if faster) takes no more rounds: a search needs to know it lost, not by how much exactly,
-    and the rounds it would take are time the search spends on nothing."""
+    round); a candidate whose warm-up's fastest call (of two at least) is slower than ``cutoff_ms`` (far behind
+    the best so far) is timed by that call alone. With ``race``, a candidate whose first round is slower than
+    ``race`` times the leader (the batch's fastest first round, or ``leader_ms``, the task's best so far, if faster)
+    takes no more rounds: a search needs to know it lost, not by how much exactly, and the rounds it would take are
+    time the search spends on nothing."""
 
     rounds: int = 5
     min_round_ms: float = 25.0

@@ -133,23 +133,19 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flus
     """Time the checked candidates in rounds taken in turns (:mod:`liftpy.tuning.measure`), each call after
     ``flush`` where the timing is cold, with ``host`` held (the lock first, then the builders paused: the tuner
     may be waiting on them with the lock held); each one's result gets the median of its rounds, the rounds'
-    figures, and its kernels' medians. Against ``timing.cutoff_ms``, a candidate is judged by a call taken here,
-    not by its checked run, which shares the machine with the builders compiling the next batch."""
+    figures, and its kernels' medians. Against ``timing.cutoff_ms``, a candidate is judged by the fastest call of
+    its warm-up, not by its checked run, which shares the machine with the builders compiling the next batch,
+    nor by one call, which can meet the device's threads waking up."""
     from .measure import median
 
     if not checked:
         return
     between = flush.ms if flush is not None else 0.0  # a round lasts min_round_ms, its flushes counted
     with _held(host), _paused(quiet):
-        if timing.cutoff_ms is not None:
-            checked = _within_cutoff(checked, per_call, timing.cutoff_ms, step, results, flush)
+        checked = _warmed_up(checked, per_call, timing, step, results, flush)
         calls = [timing.calls_for(timing.min_round_ms, first_ms + between) for _, _, first_ms, _ in checked]
         rounds: list[list[float]] = [[] for _ in checked]
         kernels: list[list[dict]] = [[] for _ in checked]
-        for position, prepared, first_ms, _ in checked:
-            if timing.warmup_ms > 0:
-                step(position)
-                prepared.run(per_call, repeat=timing.calls_for(timing.warmup_ms, first_ms + between), cold=flush)
         start, taken, active = time.perf_counter(), 0, range(len(checked))
         while taken < timing.rounds or (taken < timing.max_rounds
                                         and (time.perf_counter() - start) * 1e3 < timing.min_span_ms):
@@ -170,18 +166,27 @@ def _time_in_turns(checked, per_call, timing: Timing, step, quiet, results, flus
             results[position]["cause"] = f"timed for {len(rounds[i])} round(s): over {timing.race:g}x the leader"
 
 
-def _within_cutoff(checked, per_call, cutoff_ms: float, step, results, flush) -> list:
-    """The checked candidates whose one call, taken now, is within ``cutoff_ms`` (with that call's time as their
-    first); the others timed by that call alone, into ``results``."""
+def _warmed_up(checked, per_call, timing: Timing, step, results, flush) -> list:
+    """The checked candidates after their warm-up (``timing.warmup_ms`` of calls, as the checked run's time
+    says; two calls at least where a cutoff judges it), each with its warm-up's fastest call as its first time;
+    those slower than ``timing.cutoff_ms`` left out, timed by that call alone, into ``results``."""
+    between = flush.ms if flush is not None else 0.0
     kept = []
-    for position, prepared, _, result in checked:
+    for position, prepared, first_ms, result in checked:
+        calls = timing.calls_for(timing.warmup_ms, first_ms + between) if timing.warmup_ms > 0 else 0
+        if timing.cutoff_ms is not None:
+            calls = max(2, calls)
+        if not calls:
+            kept.append((position, prepared, first_ms, result))
+            continue
         step(position)
-        run = prepared.run(per_call, cold=flush)
-        if run.kernel_ms <= cutoff_ms:
-            kept.append((position, prepared, run.kernel_ms, result))
+        run = prepared.run(per_call, repeat=calls, cold=flush)
+        fastest = min(run.runs_ms)
+        if timing.cutoff_ms is None or fastest <= timing.cutoff_ms:
+            kept.append((position, prepared, fastest, result))
         else:
-            results[position] = {**result, "time_ms": run.kernel_ms, "times_ms": [run.kernel_ms],
-                                 "stage_ms": run.per_kernel_ms, "cause": "timed once: far slower than the best"}
+            results[position] = {**result, "time_ms": fastest, "times_ms": [fastest], "stage_ms": run.per_kernel_ms,
+                                 "cause": "timed once: far slower than the best"}
     return kept
 
 
