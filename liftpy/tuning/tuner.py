@@ -411,9 +411,9 @@ class Tuner:
 
     def _run(self, building, tuned: list[_Tuned], scheduler: TaskScheduler):
         """A built batch handed to the runner: (slot index, configurations, result futures, the inputs' seed,
-        each candidate's features, recorded with its result). A candidate whose first call is ``cutoff`` times
-        slower than its task's best so far is timed by it alone; one whose first round is :data:`RACE` times slower than
-        the leader's, for that round."""
+        each candidate's features, recorded with its result). A candidate whose warm-up's fastest call is
+        ``cutoff`` times slower than its task's best so far is timed by it alone; one whose first round is
+        :data:`RACE` times slower than the leader's, for that round."""
         index, configs, futures = building
         task = tuned[index].slot.task
         builts = self._built(task, configs, futures)
